@@ -1,0 +1,156 @@
+"""The one exception tree of akter.
+
+Declared business errors (the ``errors=[...]`` of a command, workflow or activity) are never
+wrapped: they travel as ``Failure(error)`` or are raised as themselves. Everything below is akter's
+own, and every class says when it is raised and what it carries::
+
+    AkterError
+    ├── DeclarationError            an Actor / command / workflow declaration is invalid (all problems)
+    ├── ConfigurationError          no usable database, bad AKTER_* setting, bad APP path
+    │   └── EmbeddedServerError     the embedded PostgreSQL could not be started
+    ├── SchemaError                 the database schema cannot be used by this akter
+    │   └── SchemaTooNew            the database was migrated by a newer akter
+    ├── InvalidInput                bad input from a caller; nothing was written
+    │   ├── InvalidActorId          empty, oversized or non-UTF-8 actor id or tenant
+    │   ├── InvalidCommandId        a command id that is not ``v1.<issued>.<expires>.<uuid>``
+    │   ├── InvalidExecutionId      malformed, foreign tenant, or another member's execution id
+    │   ├── InvalidExecutionKey     a workflow key outside 1..256 UTF-8 bytes
+    │   ├── InvalidTimerKey         an outbox key with a reserved prefix or bad size
+    │   └── UnknownCommand          the actor type declares no such command
+    ├── CommandRejected             a command was refused before its handler ran; nothing was written
+    │   ├── CommandConflict         the id is known with another command or payload
+    │   ├── CommandExpired          the id is past its expiry (the retry window)
+    │   ├── AccessDenied            the caller may not send this command, or presents another's id
+    │   ├── InternalCommand         a non-System caller reached an internal command (a defect)
+    │   └── ActorBusy               the actor row stayed locked past the busy deadline
+    ├── TurnClosed                  a Turn capability was used after its turn ended
+    ├── StateTooLarge               encoded state is over the actor type's cap; the turn rolled back
+    ├── CorruptRecord               a stored row cannot be decoded; the bytes are kept untouched
+    ├── Defect                      a handler raised an undeclared exception; the turn rolled back
+    └── EffectDefect (workflows)    a workflow body did something its driver cannot interpret
+
+``Defect`` carries the original exception's type name and message (and, in process, the exception
+as ``__cause__``), because a handler defect must reach the caller and never commit anything.
+"""
+
+from __future__ import annotations
+
+
+class AkterError(Exception):
+    """Base of every error akter raises on its own behalf."""
+
+
+class DeclarationError(AkterError):
+    """A declaration is invalid. ``problems`` lists every problem found, not just the first."""
+
+    def __init__(self, subject: str, problems: list[str]) -> None:
+        self.subject = subject
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"{subject} is not a valid declaration:\n{lines}")
+
+
+class ConfigurationError(AkterError):
+    """akter cannot be configured as asked (database URL, settings, APP path)."""
+
+
+class EmbeddedServerError(ConfigurationError):
+    """The embedded PostgreSQL failed to start; the message says why and what to do."""
+
+
+class SchemaError(AkterError):
+    """The database's schema is not one this akter can use."""
+
+
+class SchemaTooNew(SchemaError):
+    """The database carries migrations this akter does not know: it was migrated by a newer akter."""
+
+    def __init__(self, database_version: int, known_version: int) -> None:
+        self.database_version = database_version
+        self.known_version = known_version
+        super().__init__(
+            f"the database schema is at version {database_version} but this akter knows migrations "
+            f"up to {known_version}; upgrade akter instead of running an older one against it"
+        )
+
+
+class InvalidInput(AkterError, ValueError):
+    """Input from a caller is malformed. Nothing was read or written on its behalf."""
+
+
+class InvalidActorId(InvalidInput):
+    """An actor id, tenant or actor type name is empty, too long or not valid UTF-8."""
+
+
+class InvalidCommandId(InvalidInput):
+    """A command id is not of the form ``v1.<issued ms>.<expires ms>.<uuid>``."""
+
+
+class InvalidExecutionId(InvalidInput):
+    """An execution id is malformed, names another tenant, or names another workflow member."""
+
+
+class InvalidExecutionKey(InvalidInput):
+    """A workflow key is empty or longer than 256 UTF-8 bytes; ``size`` is its byte count."""
+
+    def __init__(self, message: str, size: int) -> None:
+        self.size = size
+        super().__init__(message)
+
+
+class InvalidTimerKey(InvalidInput):
+    """An outbox intent key is empty, too long, or uses a prefix akter reserves."""
+
+
+class UnknownCommand(InvalidInput):
+    """The actor type declares no command of that name."""
+
+
+class CommandRejected(AkterError):
+    """A command was refused before its handler ran. Nothing was written."""
+
+
+class CommandConflict(CommandRejected):
+    """The command id is already bound to another command name or another payload."""
+
+
+class CommandExpired(CommandRejected):
+    """The command id's expiry has passed; a retry must not be executed as new."""
+
+
+class AccessDenied(CommandRejected):
+    """The caller may not send this command, or presented a command id another caller owns."""
+
+
+class InternalCommand(CommandRejected):
+    """A non-System caller reached an internal command. A defect in the caller; nothing written."""
+
+
+class ActorBusy(CommandRejected):
+    """The actor's row stayed locked by other transactions past the busy deadline."""
+
+
+class TurnClosed(AkterError):
+    """A Turn capability (state, emit, send, ...) was used after its turn ended."""
+
+
+class StateTooLarge(AkterError):
+    """The new state encodes to more bytes than the actor type allows. The turn rolled back."""
+
+    def __init__(self, actor_type: str, size: int, limit: int) -> None:
+        self.actor_type = actor_type
+        self.size = size
+        self.limit = limit
+        super().__init__(f"{actor_type} state encodes to {size} bytes, over its limit of {limit}")
+
+
+class CorruptRecord(AkterError):
+    """A stored row could not be decoded. The row is left untouched for inspection."""
+
+
+class Defect(AkterError):
+    """An undeclared exception escaped a handler. Everything the turn did was rolled back."""
+
+    def __init__(self, message: str, *, error_type: str = "") -> None:
+        self.error_type = error_type
+        super().__init__(message)

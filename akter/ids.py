@@ -1,0 +1,130 @@
+"""Identities: actor references, routing keys, buckets and command ids.
+
+Everything here is pure and validated on construction; a malformed value is a typed
+``InvalidInput`` error and never reaches the database.
+
+Routing key, encoding v1 (stable forever; a change gets a new version and a migration)::
+
+    digest = blake2b(b"akter.rk.v1" + part(tenant) + part(actor_type) + part(actor_id), digest_size=8)
+    part(s) = len(utf8(s)).to_bytes(4, "big") + utf8(s)
+    routing_key = int.from_bytes(digest, "big", signed=True)        # a signed 64-bit integer
+    bucket = routing_key >> 56                                       # -128..127: 256 buckets
+
+Command ids are ``v1.<issued ms>.<expires ms>.<uuid4 hex>``: minted once by the caller, reused
+verbatim on retry; the expiry is the end of the retry window, after which the id is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+
+import attrs
+
+from akter.errors import InvalidActorId, InvalidCommandId
+
+ROUTING_KEY_VERSION = 1
+BUCKET_COUNT = 256
+MAX_TENANT_BYTES = 128
+MAX_ACTOR_TYPE_BYTES = 128
+MAX_ACTOR_ID_BYTES = 512
+
+_COMMAND_ID = re.compile(r"v1\.(\d{1,15})\.(\d{1,15})\.([0-9a-f]{32})")
+
+
+def _part(value: str) -> bytes:
+    raw = value.encode("utf-8")
+    return len(raw).to_bytes(4, "big") + raw
+
+
+def routing_key(tenant: str, actor_type: str, actor_id: str) -> int:
+    """The signed 64-bit routing key of an actor (encoding v1, see the module docstring)."""
+    digest = hashlib.blake2b(
+        b"akter.rk.v1" + _part(tenant) + _part(actor_type) + _part(actor_id), digest_size=8
+    ).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def bucket_of(key: int) -> int:
+    """The bucket (-128..127) a routing key falls in: its top byte."""
+    return key >> 56
+
+
+def _check_name(kind: str, value: object, limit: int) -> str:
+    if not isinstance(value, str):
+        raise InvalidActorId(f"{kind} must be a str, got {type(value).__name__}")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidActorId(f"{kind} {value!r} is not valid UTF-8") from exc
+    if size == 0:
+        raise InvalidActorId(f"{kind} must not be empty")
+    if size > limit:
+        raise InvalidActorId(f"{kind} is {size} UTF-8 bytes, over the limit of {limit}")
+    if "\x00" in value:
+        raise InvalidActorId(f"{kind} {value!r} contains a NUL character")
+    return value
+
+
+@attrs.frozen
+class ActorRef:
+    """One actor: ``(tenant, actor_type, actor_id)``. Two tenants' equal ids are two actors."""
+
+    tenant: str
+    actor_type: str
+    actor_id: str
+    routing_key: int = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        _check_name("tenant", self.tenant, MAX_TENANT_BYTES)
+        _check_name("actor type", self.actor_type, MAX_ACTOR_TYPE_BYTES)
+        _check_name("actor id", self.actor_id, MAX_ACTOR_ID_BYTES)
+        object.__setattr__(self, "routing_key", routing_key(self.tenant, self.actor_type, self.actor_id))
+
+    @property
+    def bucket(self) -> int:
+        return bucket_of(self.routing_key)
+
+    def key_params(self) -> dict[str, object]:
+        """The query parameters that address this actor's rows (routing key first, always)."""
+        return {
+            "rk": self.routing_key,
+            "tenant": self.tenant,
+            "actor_type": self.actor_type,
+            "actor_id": self.actor_id,
+        }
+
+    def __str__(self) -> str:
+        return f"{self.tenant}/{self.actor_type}/{self.actor_id}"
+
+
+@attrs.frozen(order=True)
+class CommandId:
+    """A parsed command id. ``str(cid)`` is the canonical form stored in receipts."""
+
+    issued_ms: int
+    expires_ms: int
+    nonce: str
+
+    @classmethod
+    def mint(cls, now_ms: int, window_ms: int) -> CommandId:
+        return cls(issued_ms=now_ms, expires_ms=now_ms + window_ms, nonce=uuid.uuid4().hex)
+
+    @classmethod
+    def parse(cls, text: object) -> CommandId:
+        if not isinstance(text, str):
+            raise InvalidCommandId(f"a command id must be a str, got {type(text).__name__}")
+        match = _COMMAND_ID.fullmatch(text)
+        if match is None:
+            shown = text if len(text) <= 80 else text[:77] + "..."
+            raise InvalidCommandId(
+                f"{shown!r} is not a command id; expected v1.<issued ms>.<expires ms>.<32 hex digits>"
+            )
+        issued, expires = int(match.group(1)), int(match.group(2))
+        if expires < issued:
+            raise InvalidCommandId(f"{text!r} expires before it was issued")
+        return cls(issued_ms=issued, expires_ms=expires, nonce=match.group(3))
+
+    def __str__(self) -> str:
+        return f"v1.{self.issued_ms}.{self.expires_ms}.{self.nonce}"
