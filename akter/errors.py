@@ -115,7 +115,12 @@ class CommandConflict(CommandRejected):
 
 
 class CommandExpired(CommandRejected):
-    """The command id's expiry has passed; a retry must not be executed as new."""
+    """The command id's expiry has passed; a retry must not be executed as new. ``database_now_ms``
+    is the database clock that judged it."""
+
+    def __init__(self, message: str, *, database_now_ms: int = 0) -> None:
+        self.database_now_ms = database_now_ms
+        super().__init__(message)
 
 
 class AccessDenied(CommandRejected):

@@ -1,0 +1,123 @@
+"""Clients: how application code addresses actors and sends them commands.
+
+``Client`` is tenant-agnostic; ``client.actor(Type, id, tenant=...)`` gives a tenant-scoped
+``ActorHandle``. ``handle.send(command, payload)`` mints a command id (or takes the caller's),
+runs the turn through the ``Runtime`` (pool, clock skew, retry window; see ``akter.app``), and
+returns a ``returns.result.Result``: ``Success(output)`` or ``Failure(declared error)``. akter's
+own refusals (conflict, expiry, access, defects) are raised, because they are bugs or operational
+conditions, not business outcomes.
+
+``SyncClient`` is the same for synchronous code (Django, Flask): it runs a private event loop in
+a daemon thread and its own connection pool there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from returns.result import Result
+
+from akter.actor.declare import Actor, Command
+from akter.actor.kernel import Committed
+from akter.callers import Anonymous, Caller
+from akter.errors import InvalidInput
+from akter.ids import ActorRef, CommandId
+
+if TYPE_CHECKING:
+    from akter.app import Runtime
+
+S = TypeVar("S")
+I = TypeVar("I")  # noqa: E741 -- a command's input type
+O = TypeVar("O")
+T = TypeVar("T")
+
+
+class ActorHandle(Generic[S]):
+    """One actor of one tenant, as seen by one caller."""
+
+    def __init__(self, runtime: Runtime, actor: Actor[S], ref: ActorRef, caller: Caller) -> None:
+        self._runtime = runtime
+        self.actor = actor
+        self.ref = ref
+        self.caller = caller
+
+    async def send(
+        self, command: Command[S, I, O], payload: I, *, command_id: str | None = None
+    ) -> Result[O, Exception]:
+        """Handle ``command`` as one turn. Retrying with the same ``command_id`` never runs the
+        handler twice: the stored outcome is returned instead."""
+        record = await self.send_record(command, payload, command_id=command_id)
+        return record.outcome
+
+    async def send_record(
+        self, command: Command[S, I, O], payload: I, *, command_id: str | None = None
+    ) -> Committed:
+        """Like ``send``, returning the whole committed record (id, replayed, events)."""
+        if command.actor is not self.actor:
+            raise InvalidInput(f"{command!r} is not a command of {self.actor.name}")
+        cid = CommandId.parse(command_id) if command_id is not None else None
+        return await self._runtime.send(self.ref, command, payload, cid, self.caller)
+
+    def __repr__(self) -> str:
+        return f"<ActorHandle {self.ref} as {self.caller!r}>"
+
+
+class Client:
+    """Sends commands to actors. Get one from ``app.client()``."""
+
+    def __init__(self, runtime: Runtime, caller: Caller | None = None) -> None:
+        self.runtime = runtime
+        self.caller: Caller = caller if caller is not None else Anonymous()
+
+    def actor(self, actor: Actor[S], actor_id: str, *, tenant: str, caller: Caller | None = None) -> ActorHandle[S]:
+        self.runtime.app.check_declared(actor)
+        ref = ActorRef(tenant=tenant, actor_type=actor.name, actor_id=actor_id)
+        return ActorHandle(self.runtime, actor, ref, caller if caller is not None else self.caller)
+
+    def new_command_id(self) -> str:
+        """A fresh command id on the database clock; keep it to retry a send safely."""
+        return str(self.runtime.mint_command_id())
+
+
+class SyncActorHandle(Generic[S]):
+    def __init__(self, loop: _LoopThread, handle: ActorHandle[S]) -> None:
+        self._loop = loop
+        self._handle = handle
+        self.ref = handle.ref
+
+    def send(self, command: Command[S, I, O], payload: I, *, command_id: str | None = None) -> Result[O, Exception]:
+        return self._loop.run(self._handle.send(command, payload, command_id=command_id))
+
+
+class SyncClient:
+    """The synchronous facade: the same operations, blocking, for code without an event loop."""
+
+    def __init__(self, loop: _LoopThread, client: Client) -> None:
+        self._loop = loop
+        self._client = client
+
+    def actor(self, actor: Actor[S], actor_id: str, *, tenant: str, caller: Caller | None = None) -> SyncActorHandle[S]:
+        return SyncActorHandle(self._loop, self._client.actor(actor, actor_id, tenant=tenant, caller=caller))
+
+    def new_command_id(self) -> str:
+        return self._client.new_command_id()
+
+
+class _LoopThread:
+    """An event loop in a daemon thread; ``run`` blocks the calling thread on a coroutine."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="akter-sync", daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+        self.loop.close()

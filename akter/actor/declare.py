@@ -1,0 +1,258 @@
+"""Actor type declarations: ``Actor``, its commands, its events and its access policy.
+
+Declarations live at module level and are validated when made: one ``DeclarationError`` lists
+every problem at once (a missing annotation, a duplicate name, a state type that cannot be built
+empty). Nothing here touches the database; ``kernel.py`` runs a declared command as a turn and
+``client.py`` addresses declared actors. Workflow members plug in from ``akter.workflow`` through
+``Actor.extensions`` without this module knowing about them.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+
+import attrs
+
+from akter.callers import Anonymous, Caller, System, User
+from akter.errors import DeclarationError
+from akter.ids import MAX_ACTOR_TYPE_BYTES
+
+if TYPE_CHECKING:
+    from akter.actor.turn import Turn
+
+S = TypeVar("S")
+I = TypeVar("I")  # noqa: E741 -- the conventional name of a command's input type
+O = TypeVar("O")
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,127}")
+RESERVED_PREFIX = "akter."
+DEFAULT_MAX_STATE_BYTES = 64 * 1024
+
+AccessPolicy = Callable[[Caller, "Command[Any, Any, Any]"], bool]
+
+
+def allow_all(caller: Caller, command: Command[Any, Any, Any]) -> bool:
+    """The default policy: any caller may send any public command. Internal commands stay
+    System-only whatever the policy says."""
+    return True
+
+
+def users_only(caller: Caller, command: Command[Any, Any, Any]) -> bool:
+    """Authenticated users and akter itself; anonymous callers are refused."""
+    return isinstance(caller, User | System)
+
+
+def deny_anonymous(caller: Caller, command: Command[Any, Any, Any]) -> bool:
+    return not isinstance(caller, Anonymous)
+
+
+@attrs.frozen(eq=False)
+class Command(Generic[S, I, O]):
+    """A declared command: its handler runs as a turn on one actor of ``actor``'s type."""
+
+    actor: Actor[S]
+    name: str
+    input: type[I]
+    output: Any
+    errors: tuple[type[Exception], ...]
+    internal: bool
+    handler: Callable[[Turn[S], I], O]
+
+    def error_named(self, name: str) -> type[Exception] | None:
+        return next((e for e in self.errors if e.__name__ == name), None)
+
+    def __call__(self, turn: Turn[S], payload: I) -> O:
+        return self.handler(turn, payload)
+
+    def __repr__(self) -> str:
+        return f"<command {self.actor.name}.{self.name}>"
+
+
+def _is_attrs_class(tp: object) -> bool:
+    return isinstance(tp, type) and attrs.has(tp)
+
+
+def _can_build_empty(tp: type) -> bool:
+    return all(
+        f.default is not attrs.NOTHING or not f.init
+        for f in attrs.fields(tp)  # type: ignore[arg-type]
+    )
+
+
+class Actor(Generic[S]):
+    """An actor type: a name, a state type, the event types it emits, its commands.
+
+    ``initial`` builds the state of an actor that has never committed a turn; by default the
+    state type is called with no arguments, so every field needs a default.
+    ``max_state_bytes`` caps the state's encoded UTF-8 JSON size (default 64 KiB)."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        state: type[S],
+        events: Sequence[type] = (),
+        initial: Callable[[], S] | None = None,
+        access: AccessPolicy = allow_all,
+        max_state_bytes: int = DEFAULT_MAX_STATE_BYTES,
+    ) -> None:
+        problems: list[str] = []
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            problems.append(
+                f"name {name!r} must start with a letter or _ and use letters, digits, _ . : - "
+                f"(at most {MAX_ACTOR_TYPE_BYTES} characters)"
+            )
+        elif name.startswith(RESERVED_PREFIX):
+            problems.append(f"name {name!r} uses the reserved prefix {RESERVED_PREFIX!r}")
+        if not _is_attrs_class(state):
+            problems.append(f"state type {state!r} must be an attrs class")
+        elif initial is None and not _can_build_empty(state):
+            problems.append(
+                f"state type {state.__name__} has fields without defaults; give every field a "
+                f"default or pass initial="
+            )
+        seen: dict[str, type] = {}
+        for ev in events:
+            if not _is_attrs_class(ev):
+                problems.append(f"event type {ev!r} must be an attrs class")
+                continue
+            if ev.__name__ in seen:
+                problems.append(f"two event types are named {ev.__name__}")
+            seen[ev.__name__] = ev
+        if not callable(access):
+            problems.append("access must be a callable (caller, command) -> bool")
+        if not isinstance(max_state_bytes, int) or max_state_bytes <= 0:
+            problems.append(f"max_state_bytes must be a positive int, got {max_state_bytes!r}")
+        if problems:
+            raise DeclarationError(f"Actor {name!r}", problems)
+        self.name = name
+        self.state_type: type[S] = state
+        self.event_types: dict[str, type] = seen
+        self._initial = initial
+        self.access = access
+        self.max_state_bytes = max_state_bytes
+        self.commands: dict[str, Command[S, Any, Any]] = {}
+        # Members that other layers attach (workflows); keyed by their kind.
+        self.extensions: dict[str, Any] = {}
+
+    def initial_state(self) -> S:
+        return self._initial() if self._initial is not None else self.state_type()
+
+    def event_tag(self, event: object) -> str:
+        tag = type(event).__name__
+        if self.event_types.get(tag) is not type(event):
+            raise TypeError(
+                f"{self.name} does not declare event type {type(event).__qualname__}; "
+                f"declared: {sorted(self.event_types)}"
+            )
+        return tag
+
+    @overload
+    def command(self, fn: Callable[[Turn[S], I], O], /) -> Command[S, I, O]: ...
+
+    @overload
+    def command(
+        self,
+        *,
+        name: str | None = None,
+        errors: Sequence[type[Exception]] = (),
+        internal: bool = False,
+    ) -> Callable[[Callable[[Turn[S], I], O]], Command[S, I, O]]: ...
+
+    def command(
+        self,
+        fn: Callable[[Turn[S], I], O] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        errors: Sequence[type[Exception]] = (),
+        internal: bool = False,
+    ) -> Command[S, I, O] | Callable[[Callable[[Turn[S], I], O]], Command[S, I, O]]:
+        """Declare a command. The handler is ``def handler(turn, payload) -> output``; the payload
+        type comes from the second parameter's annotation, the output from the return annotation.
+        A handler raising one of ``errors`` is a declared failure; any other exception a defect."""
+
+        def register(handler: Callable[[Turn[S], I], O]) -> Command[S, I, O]:
+            cmd = self._build_command(handler, name, errors, internal)
+            self.commands[cmd.name] = cmd
+            return cmd
+
+        return register(fn) if fn is not None else register
+
+    def _build_command(
+        self,
+        handler: Callable[[Turn[S], I], O],
+        name: str | None,
+        errors: Sequence[type[Exception]],
+        internal: bool,
+        *,
+        allow_reserved: bool = False,
+    ) -> Command[S, I, O]:
+        cmd_name = name or getattr(handler, "__name__", "")
+        subject = f"command {self.name}.{cmd_name or handler!r}"
+        problems: list[str] = []
+        if not _NAME.fullmatch(cmd_name):
+            problems.append(f"name {cmd_name!r} is not a valid command name")
+        elif cmd_name.startswith(RESERVED_PREFIX) and not allow_reserved:
+            problems.append(f"name {cmd_name!r} uses the reserved prefix {RESERVED_PREFIX!r}")
+        if cmd_name in self.commands:
+            problems.append(f"{self.name} already declares a command named {cmd_name!r}")
+        payload_type: Any = None
+        output: Any = None
+        if not callable(handler):
+            problems.append("the handler is not callable")
+        else:
+            if inspect.iscoroutinefunction(handler):
+                problems.append("command handlers run in memory inside the turn: use def, not async def")
+            params = list(inspect.signature(handler).parameters.values())
+            if len(params) != 2:
+                problems.append(f"the handler takes (turn, payload); it takes {len(params)} parameters")
+            try:
+                hints = typing.get_type_hints(handler)
+            except (NameError, TypeError) as exc:
+                problems.append(f"its annotations cannot be resolved: {exc}")
+                hints = {}
+            if len(params) >= 2:
+                payload_type = hints.get(params[1].name)
+                if payload_type is None:
+                    problems.append(f"annotate the payload parameter {params[1].name!r} with its type")
+            output = hints.get("return", None)
+            if "return" not in hints:
+                problems.append("annotate the handler's return type (-> None when it returns nothing)")
+        for err in errors:
+            if not (isinstance(err, type) and issubclass(err, Exception)):
+                problems.append(f"declared error {err!r} is not an Exception subclass")
+            elif not attrs.has(err):
+                problems.append(
+                    f"declared error {err.__name__} must be an attrs class "
+                    f"(@attrs.frozen(auto_exc=True)) so its fields survive storage"
+                )
+        if len({e.__name__ for e in errors}) != len(errors):
+            problems.append("two declared errors share a class name")
+        if problems:
+            raise DeclarationError(subject, problems)
+        return Command(
+            actor=self,
+            name=cmd_name,
+            input=payload_type,
+            output=None if output is type(None) else output,
+            errors=tuple(errors),
+            internal=internal,
+            handler=handler,
+        )
+
+    def internal_command(
+        self, name: str, handler: Callable[[Turn[S], I], O], errors: Sequence[type[Exception]] = ()
+    ) -> Command[S, I, O]:
+        """Register an internal (System-only) command under a reserved ``akter.`` name. Used by
+        the layers above the kernel (workflow resumes, staged starts)."""
+        cmd = self._build_command(handler, name, errors, True, allow_reserved=True)
+        self.commands[cmd.name] = cmd
+        return cmd
+
+    def __repr__(self) -> str:
+        return f"<Actor {self.name}>"

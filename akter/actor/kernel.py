@@ -1,0 +1,294 @@
+"""The kernel: one command handled as one turn, in one transaction, under the actor row lock.
+
+A turn:
+
+1. refuses what needs no database (an internal command from a non-System caller, a caller the
+   access policy refuses, a payload of the wrong type) — nothing is opened;
+2. takes the actor's row lock (creating the row on first use) and, in the same round trip, reads
+   the state and the receipt of this command id (``queries.LOAD``);
+3. resolves the receipt: a known id with the same command and payload replays the stored outcome
+   without running the handler; another caller is ``AccessDenied``; another command or payload is
+   ``CommandConflict``; an id past its expiry is ``CommandExpired`` whether or not its receipt was
+   pruned;
+4. runs the handler in memory on a ``Turn``;
+5. writes state, events and receipt in one statement, lets the layers above write what they
+   staged (outbox intents, workflow starts) through ``TurnHook``s, and commits once.
+
+A declared failure rolls back the business work and commits only its failure receipt. A defect
+rolls everything back and reaches the caller as ``Defect``. A lock timeout (another transaction
+holds the row) is retried with backoff, before the handler was ever entered, until the busy
+deadline. ``client.py`` drives this module; ``turn.py`` is what the handler sees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+import attrs
+import psycopg
+from psycopg.rows import dict_row
+from returns.result import Failure, Result, Success
+
+from akter import codec, faults
+from akter.actor import queries
+from akter.actor.declare import Command
+from akter.actor.turn import Turn
+from akter.callers import Caller, System
+from akter.errors import (
+    AccessDenied,
+    ActorBusy,
+    CommandConflict,
+    CommandExpired,
+    CorruptRecord,
+    Defect,
+    InternalCommand,
+    InvalidInput,
+    StateTooLarge,
+)
+from akter.ids import ActorRef, CommandId
+from akter.store.sqlstate import is_lock_timeout
+
+log = logging.getLogger("akter.turn")
+
+Outcome = Result[Any, Exception]
+
+
+@attrs.frozen
+class Committed:
+    """What a committed (or replayed) turn tells the layers around it."""
+
+    ref: ActorRef
+    command: str
+    command_id: str
+    outcome: Outcome
+    replayed: bool
+    now_ms: int
+    #: (sequence, tag, event) of the events this turn emitted; empty on replay
+    events: tuple[tuple[int, str, object], ...] = ()
+
+
+class TurnHook(Protocol):
+    """How layers above the kernel take part in a turn without the kernel knowing them."""
+
+    async def before_commit(self, conn: psycopg.AsyncConnection[Any], turn: Turn[Any], record: Committed) -> None:
+        """Write this layer's staged work in the turn's transaction (under the row lock)."""
+
+    def after_commit(self, record: Committed) -> None:
+        """React to a committed turn (wake a local relay); must not block or fail."""
+
+
+@attrs.frozen
+class TurnOptions:
+    busy_timeout: timedelta = timedelta(seconds=30)
+    hooks: Sequence[TurnHook] = ()
+
+
+def _encode_outcome(command: Command[Any, Any, Any], outcome: Outcome) -> bytes:
+    match outcome:
+        case Success(value):
+            return codec.encode({"ok": codec.to_primitive(value, command.output)})
+        case Failure(error):
+            return codec.encode({"error": {"type": type(error).__name__, "value": codec.to_primitive(error)}})
+    raise AssertionError(outcome)  # pragma: no cover
+
+
+def decode_outcome(command: Command[Any, Any, Any], data: bytes) -> Outcome:
+    primitive = codec.decode_primitive(data)
+    try:
+        if "ok" in primitive:
+            value = primitive["ok"]
+            return Success(None if command.output is None else codec.from_primitive(value, command.output))
+        name = primitive["error"]["type"]
+        cls = command.error_named(name)
+        if cls is None:
+            raise CorruptRecord(f"receipt of {command!r} holds error {name!r}, which it no longer declares")
+        return Failure(codec.from_primitive(primitive["error"]["value"], cls))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptRecord(f"receipt of {command!r} cannot be decoded: {exc}") from exc
+
+
+def check_caller(command: Command[Any, Any, Any], caller: Caller) -> None:
+    """The checks that need no database: internal commands and the access policy."""
+    if command.internal and not isinstance(caller, System):
+        raise InternalCommand(f"{command!r} is internal; only akter itself (System) may send it")
+    if not command.internal and not command.actor.access(caller, command):
+        raise AccessDenied(f"{caller!r} may not send {command!r}")
+
+
+def _payload_primitive(command: Command[Any, Any, Any], payload: object) -> Any:
+    expected = command.input
+    if isinstance(expected, type) and not isinstance(payload, expected):
+        raise InvalidInput(f"{command!r} takes a {expected.__name__}, got {type(payload).__name__}")
+    return codec.to_primitive(payload, expected)
+
+
+async def run_turn(
+    conn: psycopg.AsyncConnection[Any],
+    command: Command[Any, Any, Any],
+    ref: ActorRef,
+    payload: object,
+    command_id: CommandId,
+    caller: Caller,
+    options: TurnOptions,
+) -> Committed:
+    """Handle one command as one turn on ``conn`` (an autocommit connection; the turn opens and
+    commits its own transaction). Raises the kernel's typed errors; returns what committed."""
+    if ref.actor_type != command.actor.name:
+        raise InvalidInput(f"{command!r} cannot be sent to {ref}")
+    check_caller(command, caller)
+    primitive = _payload_primitive(command, payload)
+    payload_hash = codec.digest(primitive)
+    params: dict[str, Any] = {**ref.key_params(), "command_id": str(command_id)}
+    deadline = time.monotonic() + options.busy_timeout.total_seconds()
+    delay = 0.005
+    while True:
+        try:
+            async with conn.transaction():
+                turn, record = await _turn_once(conn, command, ref, payload, caller, command_id, params, payload_hash, options)
+            break
+        except psycopg.Error as exc:
+            if not is_lock_timeout(exc):
+                raise
+            if time.monotonic() + delay > deadline:
+                raise ActorBusy(f"{ref} stayed locked for over {options.busy_timeout}") from exc
+            log.info("actor %s is busy; retrying %s in %.0f ms", ref, command_id, delay * 1000)
+            await asyncio.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 0.5)
+    if turn is not None:
+        turn.close()
+    await faults.hit("turn.after_commit", ref.actor_id, str(command_id))
+    if not record.replayed:
+        for hook in options.hooks:
+            hook.after_commit(record)
+    return record
+
+
+async def _load(conn: psycopg.AsyncConnection[Any], params: dict[str, Any]) -> dict[str, Any]:
+    cur = conn.cursor(row_factory=dict_row)
+    for _ in range(3):
+        row = await (await cur.execute(queries.LOAD, params, prepare=True)).fetchone()
+        if row is None:
+            await cur.execute(queries.CREATE, params)
+            continue
+        if row["version"] == row["seen_version"]:
+            return row
+        # Another turn committed while we waited for the lock; we hold it now, so a fresh
+        # statement (fresh snapshot) sees that turn's state and receipt.
+    if row is None:
+        raise AssertionError("actor row vanished under its own lock")  # pragma: no cover
+    return row
+
+
+async def _turn_once(
+    conn: psycopg.AsyncConnection[Any],
+    command: Command[Any, Any, Any],
+    ref: ActorRef,
+    payload: object,
+    caller: Caller,
+    command_id: CommandId,
+    params: dict[str, Any],
+    payload_hash: bytes,
+    options: TurnOptions,
+) -> tuple[Turn[Any] | None, Committed]:
+    row = await _load(conn, params)
+    now_ms: int = row["now_ms"]
+    if command_id.expires_ms < now_ms:
+        raise CommandExpired(
+            f"command id {command_id} expired {now_ms - command_id.expires_ms} ms ago",
+            database_now_ms=now_ms,
+        )
+    if row["command"] is not None:
+        return None, _replay(command, ref, caller, command_id, row, payload_hash)
+
+    actor = command.actor
+    state = actor.initial_state() if row["state"] is None else codec.decode(row["state"], actor.state_type)
+    now = datetime.fromtimestamp(now_ms / 1000, tz=UTC)
+    turn: Turn[Any] = Turn(ref, caller, str(command_id), state, now)
+    await faults.hit("turn.before_handler", ref.actor_id, str(command_id))
+    outcome: Outcome
+    try:
+        outcome = Success(command.handler(turn, payload))
+    except command.errors as declared:
+        outcome = Failure(declared)
+    except Exception as exc:
+        raise Defect(
+            f"{command!r} raised {type(exc).__name__}: {exc}", error_type=type(exc).__qualname__
+        ) from exc
+    finally:
+        # the handler's capabilities end here; staged work is read below through the object
+        turn.close()
+
+    write = {
+        **params,
+        "command": command.name,
+        "payload_hash": payload_hash,
+        "caller_key": caller.key,
+        "outcome": _encode_outcome(command, outcome),
+        "failed": isinstance(outcome, Failure),
+        "expires_ms": command_id.expires_ms,
+        "event_seq": row["event_seq"],
+    }
+    events: tuple[tuple[int, str, object], ...] = ()
+    new_state: bytes | None = None
+    if isinstance(outcome, Success):
+        state_json = codec.canonical_json(codec.to_primitive(turn._state, actor.state_type))
+        if len(state_json) > actor.max_state_bytes:
+            raise StateTooLarge(actor.name, len(state_json), actor.max_state_bytes)
+        framed = codec.frame(state_json)
+        if framed != row["state"]:
+            new_state = framed
+        first = row["event_seq"] + 1
+        events = tuple((first + i, actor.event_tag(e), e) for i, e in enumerate(turn._events))
+        if events:
+            write["event_seq"] = events[-1][0]
+            write["seqs"] = [seq for seq, _, _ in events]
+            write["tags"] = [tag for _, tag, _ in events]
+            write["values"] = [codec.encode(e) for _, _, e in events]
+        write["state"] = new_state
+    await conn.execute(queries.WRITES[(new_state is not None, bool(events))], write, prepare=True)
+    record = Committed(
+        ref=ref,
+        command=command.name,
+        command_id=str(command_id),
+        outcome=outcome,
+        replayed=False,
+        now_ms=now_ms,
+        events=events,
+    )
+    if isinstance(outcome, Success):
+        for hook in options.hooks:
+            await hook.before_commit(conn, turn, record)
+    await faults.hit("turn.before_commit", ref.actor_id, str(command_id))
+    return turn, record
+
+
+def _replay(
+    command: Command[Any, Any, Any],
+    ref: ActorRef,
+    caller: Caller,
+    command_id: CommandId,
+    row: dict[str, Any],
+    payload_hash: bytes,
+) -> Committed:
+    if row["caller_key"] != caller.key:
+        raise AccessDenied(f"command id {command_id} on {ref} belongs to another caller")
+    if row["command"] != command.name or bytes(row["payload_hash"]) != payload_hash:
+        raise CommandConflict(
+            f"command id {command_id} on {ref} was used for {row['command']} with another payload"
+            if row["command"] == command.name
+            else f"command id {command_id} on {ref} was used for command {row['command']!r}"
+        )
+    return Committed(
+        ref=ref,
+        command=command.name,
+        command_id=str(command_id),
+        outcome=decode_outcome(command, row["outcome"]),
+        replayed=True,
+        now_ms=row["now_ms"],
+    )

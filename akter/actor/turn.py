@@ -1,0 +1,72 @@
+"""The ``Turn``: what a command handler sees while its command is handled.
+
+A turn is one transaction under the actor's generation row lock (see ``kernel.py``). The handler
+runs in memory between the load and the write: it reads and replaces ``turn.state``, emits
+events, and stages work for other layers (outbox intents, workflow starts) that commits with the
+turn or not at all. Every capability stops working when the turn ends, so a handler that leaks
+its turn into a callback cannot write outside the transaction.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from akter.callers import Caller, Principal, principal_of
+from akter.errors import TurnClosed
+from akter.ids import ActorRef
+
+S = TypeVar("S")
+
+
+class Turn(Generic[S]):
+    """One command being handled on one actor."""
+
+    __slots__ = ("_closed", "_events", "_state", "caller", "command_id", "now", "ref", "staged")
+
+    def __init__(self, ref: ActorRef, caller: Caller, command_id: str, state: S, now: datetime) -> None:
+        self.ref = ref
+        self.caller = caller
+        self.command_id = command_id
+        #: the database clock when the turn took the actor's lock
+        self.now = now
+        self._state = state
+        self._events: list[object] = []
+        self._closed = False
+        #: work other layers stage in this turn, by layer name; written before commit
+        self.staged: dict[str, list[Any]] = {}
+
+    def _check(self) -> None:
+        if self._closed:
+            raise TurnClosed(f"the turn of command {self.command_id} on {self.ref} has ended")
+
+    @property
+    def state(self) -> S:
+        self._check()
+        return self._state
+
+    @state.setter
+    def state(self, value: S) -> None:
+        self._check()
+        self._state = value
+
+    @property
+    def principal(self) -> Principal | None:
+        """Whose action this turn serves: the caller, or a System caller's ``on_behalf_of``."""
+        return principal_of(self.caller)
+
+    def emit(self, event: object) -> None:
+        """Record an event; it commits with the turn and gets the actor's next sequence number."""
+        self._check()
+        self._events.append(event)
+
+    @property
+    def events(self) -> tuple[object, ...]:
+        return tuple(self._events)
+
+    def stage(self, layer: str, item: Any) -> None:
+        self._check()
+        self.staged.setdefault(layer, []).append(item)
+
+    def close(self) -> None:
+        self._closed = True

@@ -1,0 +1,111 @@
+"""Fault points: named places in akter's own code where a test can crash or pause the process.
+
+The kernel, the relay and the workflow runner call ``await hit(point, *ids)`` at each named
+point. With nothing armed that is a dictionary lookup, so the points stay in production code.
+
+Faults are armed in process through ``akter.testing.faults`` (``crash`` or ``pause``) or, for
+processes a test starts, through the ``AKTER_FAULTS`` environment variable::
+
+    AKTER_FAULTS="turn.before_commit=crash@order-7,relay.before_delete=crash"
+
+Each entry is ``point=crash`` with an optional ``@id`` that must equal one of the ids passed at
+the point (an actor id, an execution id, an intent id). A crash is ``SIGKILL`` to the process
+itself: no ``finally`` block, no atexit handler, no orderly rollback — the database sees a dead
+connection, exactly as after a power cut.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import attrs
+
+POINTS = frozenset(
+    {
+        "turn.before_handler",
+        "turn.before_commit",
+        "turn.after_commit",
+        "relay.after_claim",
+        "relay.before_delivery",
+        "relay.before_delete",
+        "workflow.before_activity",
+        "workflow.before_settle",
+        "workflow.before_suspend",
+    }
+)
+
+
+@attrs.define(eq=False)
+class Pause:
+    """A paused fault point. The test awaits ``reached``, acts, then calls ``release()``."""
+
+    point: str
+    match: str | None
+    once: bool = True
+    _reached: asyncio.Event = attrs.field(factory=asyncio.Event)
+    _released: asyncio.Event = attrs.field(factory=asyncio.Event)
+    hits: int = 0
+
+    async def reached(self, timeout: float = 30.0) -> None:
+        await asyncio.wait_for(self._reached.wait(), timeout)
+
+    def release(self) -> None:
+        self._released.set()
+
+    async def _block(self) -> None:
+        self.hits += 1
+        self._reached.set()
+        await self._released.wait()
+
+
+@attrs.frozen
+class Crash:
+    point: str
+    match: str | None
+
+
+Fault = Pause | Crash
+
+_armed: dict[str, list[Fault]] = {}
+
+
+def _check_point(point: str) -> None:
+    if point not in POINTS:
+        raise ValueError(f"unknown fault point {point!r}; known: {sorted(POINTS)}")
+
+
+def arm(fault: Fault) -> Fault:
+    _check_point(fault.point)
+    _armed.setdefault(fault.point, []).append(fault)
+    return fault
+
+
+def disarm_all() -> None:
+    _armed.clear()
+
+
+def load_environment(value: str | None = None) -> None:
+    """Arm the crashes named in ``AKTER_FAULTS`` (called when an App starts)."""
+    spec = os.environ.get("AKTER_FAULTS", "") if value is None else value
+    for entry in filter(None, (part.strip() for part in spec.split(","))):
+        point, _, rest = entry.partition("=")
+        action, _, match = rest.partition("@")
+        if action != "crash":
+            raise ValueError(f"AKTER_FAULTS entry {entry!r}: only 'crash' can be armed from the environment")
+        arm(Crash(point=point, match=match or None))
+
+
+async def hit(point: str, *ids: str) -> None:
+    faults = _armed.get(point)
+    if not faults:
+        return
+    for fault in list(faults):
+        if fault.match is not None and fault.match not in ids:
+            continue
+        if isinstance(fault, Crash):
+            os.kill(os.getpid(), signal.SIGKILL)
+        if fault.once:
+            faults.remove(fault)
+        await fault._block()

@@ -1,0 +1,51 @@
+"""Fixtures shared by the integration tests: an App on a fresh database, and a second
+connection (``peek``) through which tests read what a user would observe."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from akter import testing
+from tests.apps import counter
+
+
+class Peek:
+    """Reads the database through its own autocommit connection, as an outside observer."""
+
+    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        self.conn = conn
+
+    async def rows(self, sql: str, *params: object) -> list[tuple[Any, ...]]:
+        cur = await self.conn.execute(sql, params)  # type: ignore[arg-type]
+        return await cur.fetchall()
+
+    async def value(self, sql: str, *params: object) -> Any:
+        rows = await self.rows(sql, *params)
+        return rows[0][0] if rows else None
+
+    async def count(self, table: str, actor_id: str | None = None) -> int:
+        if actor_id is None:
+            return int(await self.value(f"SELECT count(*) FROM {table}"))
+        return int(await self.value(f"SELECT count(*) FROM {table} WHERE actor_id = %s", actor_id))
+
+
+@pytest.fixture
+async def peek(database_url: str) -> AsyncIterator[Peek]:
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        yield Peek(conn)
+
+
+@pytest.fixture
+def clock(database_url: str) -> testing.Clock:
+    return testing.Clock(database_url)
+
+
+@pytest.fixture(autouse=True)
+def _clean_process_state() -> Any:
+    counter.RUNS.clear()
+    yield
+    testing.disarm_all()

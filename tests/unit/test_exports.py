@@ -1,0 +1,23 @@
+"""The public surface is curated: this test pins it, so a change to it is a deliberate one."""
+
+from __future__ import annotations
+
+import akter
+
+
+def test_all_is_exactly_the_public_surface() -> None:
+    public = {name for name in dir(akter) if not name.startswith("_")}
+    modules = {"actor", "app", "callers", "codec", "errors", "faults", "ids", "store", "testing", "outbox", "workflow"}
+    assert public - modules == set(akter.__all__)
+
+
+def test_every_export_resolves() -> None:
+    for name in akter.__all__:
+        assert getattr(akter, name) is not None, name
+
+
+def test_every_akter_error_derives_from_the_root() -> None:
+    errors = [getattr(akter, n) for n in akter.__all__ if isinstance(getattr(akter, n), type)]
+    for cls in errors:
+        if issubclass(cls, Exception) and cls.__module__ == "akter.errors":
+            assert issubclass(cls, akter.AkterError), cls
