@@ -97,6 +97,11 @@ def load_environment(value: str | None = None) -> None:
         arm(Crash(point=point, match=match or None))
 
 
+def armed(point: str) -> bool:
+    """Whether anything is armed at ``point`` (callers may take a slower, splittable path)."""
+    return bool(_armed.get(point))
+
+
 async def hit(point: str, *ids: str) -> None:
     faults = _armed.get(point)
     if not faults:

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 import attrs
 import psycopg
+from psycopg import pq
 from psycopg.rows import dict_row
 from returns.result import Failure, Result, Success
 
@@ -149,11 +150,11 @@ async def run_turn(
     delay = 0.005
     while True:
         try:
-            async with conn.transaction():
-                turn, record = await _turn_once(conn, command, ref, payload, caller, command_id, params, payload_hash, options)
+            turn, record = await _turn_once(conn, command, ref, payload, caller, command_id, params, payload_hash, options)
             break
-        except psycopg.Error as exc:
-            if not is_lock_timeout(exc):
+        except BaseException as exc:
+            await _abandon(conn)
+            if not (isinstance(exc, psycopg.Error) and is_lock_timeout(exc)):
                 raise
             if time.monotonic() + delay > deadline:
                 raise ActorBusy(f"{ref} stayed locked for over {options.busy_timeout}") from exc
@@ -169,20 +170,38 @@ async def run_turn(
     return record
 
 
-async def _load(conn: psycopg.AsyncConnection[Any], params: dict[str, Any]) -> dict[str, Any]:
-    cur = conn.cursor(row_factory=dict_row)
+async def _abandon(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Roll back whatever the failed attempt left open. A connection too broken to roll back is
+    left to the pool, which discards connections that are not idle when returned."""
+    if conn.closed or conn.info.transaction_status == pq.TransactionStatus.IDLE:
+        return
+    try:
+        await conn.rollback()
+    except psycopg.Error:
+        log.debug("rollback failed on an abandoned turn connection", exc_info=True)
+
+
+# A turn is two round trips: "BEGIN; LOAD" and "WRITE; COMMIT", sent as simple-protocol batches
+# with parameters bound client-side. Measured against server-side binding with prepared
+# statements (four round trips: BEGIN, LOAD, WRITE, COMMIT) and against pipeline mode, this is the
+# cheapest on loopback and on a socket (see benchmarks/turns.py and docs/performance.md).
+
+
+async def _load(cur: psycopg.AsyncClientCursor[dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
+    await cur.execute("BEGIN; " + queries.LOAD, params)
+    cur.nextset()
     for _ in range(3):
-        row = await (await cur.execute(queries.LOAD, params, prepare=True)).fetchone()
+        row = await cur.fetchone()
         if row is None:
-            await cur.execute(queries.CREATE, params)
+            await cur.execute(queries.CREATE + "; " + queries.LOAD, params)
+            cur.nextset()
             continue
         if row["version"] == row["seen_version"]:
             return row
         # Another turn committed while we waited for the lock; we hold it now, so a fresh
         # statement (fresh snapshot) sees that turn's state and receipt.
-    if row is None:
-        raise AssertionError("actor row vanished under its own lock")  # pragma: no cover
-    return row
+        await cur.execute(queries.LOAD, params)
+    raise AssertionError("actor row unreadable under its own lock")  # pragma: no cover
 
 
 async def _turn_once(
@@ -196,7 +215,8 @@ async def _turn_once(
     payload_hash: bytes,
     options: TurnOptions,
 ) -> tuple[Turn[Any] | None, Committed]:
-    row = await _load(conn, params)
+    cur = psycopg.AsyncClientCursor(conn, row_factory=dict_row)
+    row = await _load(cur, params)
     now_ms: int = row["now_ms"]
     if command_id.expires_ms < now_ms:
         raise CommandExpired(
@@ -204,7 +224,9 @@ async def _turn_once(
             database_now_ms=now_ms,
         )
     if row["command"] is not None:
-        return None, _replay(command, ref, caller, command_id, row, payload_hash)
+        record = _replay(command, ref, caller, command_id, row, payload_hash)
+        await conn.rollback()
+        return None, record
 
     actor = command.actor
     state = actor.initial_state() if row["state"] is None else codec.decode(row["state"], actor.state_type)
@@ -241,7 +263,7 @@ async def _turn_once(
         if len(state_json) > actor.max_state_bytes:
             raise StateTooLarge(actor.name, len(state_json), actor.max_state_bytes)
         framed = codec.frame(state_json)
-        if framed != row["state"]:
+        if row["state"] is None or framed != bytes(row["state"]):
             new_state = framed
         first = row["event_seq"] + 1
         events = tuple((first + i, actor.event_tag(e), e) for i, e in enumerate(turn._events))
@@ -251,7 +273,6 @@ async def _turn_once(
             write["tags"] = [tag for _, tag, _ in events]
             write["values"] = [codec.encode(e) for _, _, e in events]
         write["state"] = new_state
-    await conn.execute(queries.WRITES[(new_state is not None, bool(events))], write, prepare=True)
     record = Committed(
         ref=ref,
         command=command.name,
@@ -262,9 +283,17 @@ async def _turn_once(
         events=events,
     )
     if isinstance(outcome, Success):
+        # hooks write what the handler staged (outbox intents, workflow starts) in this
+        # transaction; a hook with nothing to do sends nothing
         for hook in options.hooks:
             await hook.before_commit(conn, turn, record)
-    await faults.hit("turn.before_commit", ref.actor_id, str(command_id))
+    statement = queries.WRITES[(new_state is not None, bool(events))]
+    if faults.armed("turn.before_commit"):
+        await cur.execute(statement, write)
+        await faults.hit("turn.before_commit", ref.actor_id, str(command_id))
+        await conn.commit()
+    else:
+        await cur.execute(statement + "; COMMIT", write)
     return turn, record
 
 
