@@ -32,9 +32,11 @@ from akter.errors import (
     SchemaTooNew,
     StateTooLarge,
     TurnClosed,
+    UndeliverableIntent,
     UnknownCommand,
 )
 from akter.ids import ActorRef, CommandId
+from akter.outbox.relay import Relay, RelaySettings
 
 __all__ = [
     "AccessDenied",
@@ -65,6 +67,8 @@ __all__ = [
     "InvalidInput",
     "InvalidTimerKey",
     "Principal",
+    "Relay",
+    "RelaySettings",
     "SchemaError",
     "SchemaTooNew",
     "StateTooLarge",
@@ -72,6 +76,7 @@ __all__ = [
     "System",
     "Turn",
     "TurnClosed",
+    "UndeliverableIntent",
     "UnknownCommand",
     "User",
     "allow_all",

@@ -28,6 +28,8 @@ from akter.actor.kernel import Committed, TurnHook, TurnOptions, run_turn
 from akter.callers import Caller
 from akter.errors import CommandExpired, ConfigurationError, DeclarationError
 from akter.ids import ActorRef, CommandId
+from akter.outbox.intents import OutboxHook
+from akter.outbox.relay import Relay, RelayPlugin, RelaySettings
 from akter.store.database import resolve_database_url
 from akter.store.migrate import migrate
 from akter.store.pool import open_pool
@@ -71,7 +73,9 @@ class App:
         self.lock_timeout = lock_timeout
         self.busy_timeout = busy_timeout
         #: layers above the kernel (outbox, workflows) that take part in every turn
-        self.hooks: list[TurnHook] = []
+        self.hooks: list[TurnHook] = [OutboxHook()]
+        #: work that runs beside every relay of this App (the workflow passes)
+        self.relay_plugins: list[RelayPlugin] = []
         self._runtime: Runtime | None = None
         self._users = 0
         self._lock = asyncio.Lock()
@@ -99,6 +103,25 @@ class App:
             self._users -= 1
             if self._users == 0:
                 await self.close()
+
+    @asynccontextmanager
+    async def relay(self, settings: RelaySettings | None = None) -> AsyncIterator[Relay]:
+        """``async with app.relay() as relay``: the relay in this process, on this App's runtime,
+        sharing bucket ownership with any ``akter relay`` processes on the same database.
+        ``await relay.idle()`` waits until nothing it owns is due; leaving the block drains it."""
+        runtime = await self.runtime()
+        self._users += 1
+        relay = Relay(runtime, settings, plugins=self.relay_plugins)
+        try:
+            await relay.start()
+            yield relay
+        finally:
+            try:
+                await relay.stop()
+            finally:
+                self._users -= 1
+                if self._users == 0:
+                    await self.close()
 
     async def close(self) -> None:
         async with self._lock:

@@ -26,6 +26,7 @@ own, and every class says when it is raised and what it carries::
     ├── TurnClosed                  a Turn capability was used after its turn ended
     ├── StateTooLarge               encoded state is over the actor type's cap; the turn rolled back
     ├── CorruptRecord               a stored row cannot be decoded; the bytes are kept untouched
+    ├── UndeliverableIntent         an outbox row names an actor type or command the App lacks
     ├── Defect                      a handler raised an undeclared exception; the turn rolled back
     └── EffectDefect (workflows)    a workflow body did something its driver cannot interpret
 
@@ -151,6 +152,11 @@ class StateTooLarge(AkterError):
 
 class CorruptRecord(AkterError):
     """A stored row could not be decoded. The row is left untouched for inspection."""
+
+
+class UndeliverableIntent(AkterError):
+    """An outbox row names an actor type or command the running App does not declare. The relay
+    records it as the row's ``last_error`` and backs off; the row stays for a deploy that has it."""
 
 
 class Defect(AkterError):

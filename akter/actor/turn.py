@@ -9,14 +9,19 @@ its turn into a callback cannot write outside the transaction.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Generic, TypeVar
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from akter.callers import Caller, Principal, principal_of
 from akter.errors import TurnClosed
 from akter.ids import ActorRef
+from akter.outbox import staged
+
+if TYPE_CHECKING:
+    from akter.actor.declare import Command
 
 S = TypeVar("S")
+I = TypeVar("I")  # noqa: E741 -- a command's input type, as in declare.py
 
 
 class Turn(Generic[S]):
@@ -63,6 +68,29 @@ class Turn(Generic[S]):
     @property
     def events(self) -> tuple[object, ...]:
         return tuple(self._events)
+
+    def send(
+        self,
+        target: str | ActorRef,
+        command: Command[Any, I, Any],
+        payload: I,
+        *,
+        after: timedelta | None = None,
+        at: datetime | None = None,
+        key: str | None = None,
+    ) -> None:
+        """Stage ``command`` for delivery to ``target`` (an actor id of the command's type in this
+        turn's tenant, or an ``ActorRef`` of this tenant) when the turn commits: now, ``after`` a
+        delay or ``at`` a time on the database clock. A ``key`` replaces this actor's pending
+        intent with that key (latest body wins). Nothing is staged if the turn fails."""
+        self._check()
+        intent = staged.build_send(self, target, command, payload, after=after, at=at, key=key)
+        self.stage(staged.LAYER, intent)
+
+    def cancel(self, key: str) -> None:
+        """Remove this actor's pending intent with ``key`` when the turn commits (none: no-op)."""
+        self._check()
+        self.stage(staged.LAYER, staged.Cancel(staged.check_key(key)))
 
     def stage(self, layer: str, item: Any) -> None:
         self._check()

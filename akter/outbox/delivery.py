@@ -1,0 +1,147 @@
+"""One delivery: a claimed outbox row becomes a turn on its target, then is deleted or backed off.
+
+The relay (``relay.py``) claims rows and calls ``deliver`` for each. The row is decoded against
+the running App (target actor type, command, payload, stored caller) and run through the kernel's
+``run_turn`` with the row's intent id as the command id, so a redelivery — after a crash between
+the receiver's commit and our delete — replays the receiver's receipt instead of running the
+handler twice. Then:
+
+- the receiver's receipt committed (success or declared failure, new or replayed): the row is
+  deleted, but only while our claim token is still on it; a keyed replacement clears the token,
+  so a newer body is never deleted by the delivery of an older one;
+- anything else (a defect in the handler, a refusal such as ``CommandExpired`` or ``ActorBusy``,
+  an unknown actor type or command, an undecodable payload): the row backs off exponentially with
+  ``last_error`` set — never dropped, never retried in a tight loop, never in the way of other rows;
+- the connection was lost: the outcome is unknown, so nothing is written; the claim lease runs
+  out and the row is claimed again, where the receipt settles what happened.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, LiteralString
+
+import attrs
+import psycopg
+import psycopg_pool
+
+from akter import codec, faults
+from akter.actor.declare import Command
+from akter.actor.kernel import run_turn
+from akter.callers import System
+from akter.errors import UndeliverableIntent
+from akter.ids import ActorRef, CommandId
+from akter.outbox import queries
+from akter.outbox.intents import decode_caller
+from akter.store.sqlstate import is_connection_lost
+
+if TYPE_CHECKING:
+    import uuid
+
+    from akter.app import Runtime
+    from akter.outbox.relay import RelaySettings
+
+log = logging.getLogger("akter.relay")
+
+MAX_ERROR_CHARS = 2000
+
+
+@attrs.frozen
+class Claimed:
+    """An outbox row this relay claimed, with the token that proves the claim is ours."""
+
+    sender: ActorRef
+    intent_id: str
+    timer_key: str | None
+    target_type: str
+    target_id: str
+    command: str
+    payload: bytes
+    caller: bytes
+    attempts: int
+    token: uuid.UUID
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...], token: uuid.UUID) -> Claimed:
+        _rk, tenant, actor_type, actor_id, intent_id, key, ttype, tid, command, payload, caller, attempts = (
+            row
+        )
+        return cls(
+            sender=ActorRef(tenant=tenant, actor_type=actor_type, actor_id=actor_id),
+            intent_id=intent_id,
+            timer_key=key,
+            target_type=ttype,
+            target_id=tid,
+            command=command,
+            payload=bytes(payload),
+            caller=bytes(caller),
+            attempts=attempts,
+            token=token,
+        )
+
+    def claim_params(self) -> dict[str, Any]:
+        return {**self.sender.key_params(), "intent_id": self.intent_id, "token": self.token}
+
+    def describe(self) -> str:
+        return (
+            f"intent={self.intent_id} sender={self.sender} target={self.sender.tenant}/{self.target_type}/"
+            f"{self.target_id} command={self.command} attempts={self.attempts}"
+        )
+
+
+def _decode(
+    runtime: Runtime, row: Claimed
+) -> tuple[Command[Any, Any, Any], ActorRef, object, System, CommandId]:
+    actor = runtime.app.actors.get(row.target_type)
+    if actor is None:
+        raise UndeliverableIntent(f"this App declares no actor type {row.target_type!r}")
+    command = actor.commands.get(row.command)
+    if command is None:
+        raise UndeliverableIntent(f"{actor.name} declares no command {row.command!r}")
+    ref = ActorRef(tenant=row.sender.tenant, actor_type=actor.name, actor_id=row.target_id)
+    payload: object = codec.decode(row.payload, command.input)
+    return command, ref, payload, decode_caller(row.caller), CommandId.parse(row.intent_id)
+
+
+async def deliver(runtime: Runtime, settings: RelaySettings, row: Claimed) -> bool:
+    """Deliver one claimed row; True when the receiver's receipt committed and the row is done."""
+    ids = (row.target_id, row.sender.actor_id, row.intent_id)
+    try:
+        await faults.hit("relay.after_claim", *ids)
+        command, ref, payload, caller, command_id = _decode(runtime, row)
+        await faults.hit("relay.before_delivery", *ids)
+        async with runtime.pool.connection() as conn:
+            record = await run_turn(conn, command, ref, payload, command_id, caller, runtime.options)
+        await faults.hit("relay.before_delete", *ids)
+    except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+        if isinstance(exc, psycopg_pool.PoolTimeout) or is_connection_lost(exc):
+            log.warning(
+                "delivery interrupted %s error=%s; retried after the claim lease", row.describe(), exc
+            )
+            return False
+        await _back_off(runtime, settings, row, exc)
+        return False
+    except Exception as exc:
+        await _back_off(runtime, settings, row, exc)
+        return False
+    await _finish(runtime, queries.ACK, row.claim_params(), row)
+    log.debug("delivered %s replayed=%s", row.describe(), record.replayed)
+    return True
+
+
+async def _back_off(runtime: Runtime, settings: RelaySettings, row: Claimed, exc: Exception) -> None:
+    delay_ms = settings.backoff_ms(row.attempts)
+    error = " ".join(f"{type(exc).__name__}: {exc}".split())[:MAX_ERROR_CHARS]
+    log.warning("delivery failed %s retry_in_ms=%d error=%s", row.describe(), delay_ms, error)
+    await _finish(
+        runtime, queries.BACK_OFF, {**row.claim_params(), "delay_ms": delay_ms, "error": error}, row
+    )
+
+
+async def _finish(runtime: Runtime, sql: LiteralString, params: dict[str, Any], row: Claimed) -> None:
+    try:
+        async with runtime.pool.connection() as conn:
+            await conn.execute(sql, params, prepare=True)
+    except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+        # Left claimed: after the lease the row is delivered again and the receipt replays.
+        log.warning("could not settle %s error=%s; retried after the claim lease", row.describe(), exc)

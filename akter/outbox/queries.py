@@ -1,0 +1,119 @@
+"""The SQL of the outbox and of bucket ownership, in one place.
+
+Writes of staged intents run in the sender's turn, under its row lock (``intents.py``); the
+claim, acknowledge and back-off statements run in the relay, each as one autocommit statement,
+so no transaction is ever held open while a delivery runs or while the relay waits
+(``relay.py``). Every outbox statement names the sender's routing key first, except the due scan,
+which goes through the ``(bucket, due_at)`` index by design. Ownership statements
+(``ownership.py``) use the real clock, ``clock_timestamp()``; everything about due times uses the
+database's durable clock, ``akter_now()``.
+"""
+
+from __future__ import annotations
+
+from typing import LiteralString
+
+CHANNEL = "akter_outbox"
+#: ``akter.testing.Clock`` notifies this after moving the durable clock
+WAKE_CHANNEL = "akter_wake"
+
+SENDER = (
+    "routing_key = %(rk)s AND tenant = %(tenant)s AND actor_type = %(actor_type)s AND actor_id = %(actor_id)s"
+)
+
+# The intent id is minted here, from the turn's clock and the deployment's retry window read in
+# the same statement, so the id's expiry is always the one the receiver will check.
+# A keyed intent replaces the pending one: new id, body and due time, a fresh attempt count, and
+# no claim — so a relay that claimed the old body will not delete the new one.
+INSERT: LiteralString = """
+INSERT INTO actor_outbox (routing_key, tenant, actor_type, actor_id, intent_id, bucket, due_at,
+                          timer_key, target_type, target_id, command, payload, caller, created_at)
+SELECT %(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s,
+       'v1.' || %(now_ms)s::bigint || '.' || (i.due_ms + w.ms) || '.' || i.nonce,
+       %(bucket)s, to_timestamp(i.due_ms / 1000.0), i.timer_key, i.target_type, i.target_id,
+       i.command, i.payload, i.caller, akter_now()
+  FROM (SELECT (extract(epoch FROM retry_window) * 1000)::bigint AS ms FROM actor_deployment) AS w,
+       unnest(%(nonces)s::text[], %(due)s::bigint[], %(keys)s::text[], %(target_types)s::text[],
+              %(target_ids)s::text[], %(commands)s::text[], %(payloads)s::bytea[], %(callers)s::bytea[])
+         AS i(nonce, due_ms, timer_key, target_type, target_id, command, payload, caller)
+ON CONFLICT (routing_key, tenant, actor_type, actor_id, timer_key) WHERE timer_key IS NOT NULL
+DO UPDATE SET intent_id = excluded.intent_id, due_at = excluded.due_at,
+              target_type = excluded.target_type, target_id = excluded.target_id,
+              command = excluded.command, payload = excluded.payload, caller = excluded.caller,
+              attempts = 0, last_error = NULL, claim = NULL, claimed_by = NULL,
+              created_at = excluded.created_at"""
+
+CANCEL: LiteralString = f"DELETE FROM actor_outbox WHERE {SENDER} AND timer_key = ANY(%(cancel)s::text[])"
+
+NOTIFY: LiteralString = "SELECT pg_notify('akter_outbox', %(bucket_text)s)"
+
+# The due scan: one index range per owned bucket (``bucket = ANY``, ``due_at <= now``), so future
+# timers are never read. SKIP LOCKED lets several relays (and a turn replacing a keyed intent)
+# work side by side. The claim pushes due_at forward by the lease: if this relay dies, the row
+# becomes due again by itself.
+CLAIM: LiteralString = """
+WITH due AS (
+    SELECT routing_key, tenant, actor_type, actor_id, intent_id
+      FROM actor_outbox
+     WHERE bucket = ANY(%(buckets)s::smallint[]) AND due_at <= akter_now()
+     ORDER BY due_at
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE actor_outbox o
+   SET due_at = akter_now() + %(lease_ms)s * interval '1 millisecond',
+       attempts = o.attempts + 1, claim = %(token)s, claimed_by = %(member)s
+  FROM due
+ WHERE o.routing_key = due.routing_key AND o.tenant = due.tenant AND o.actor_type = due.actor_type
+   AND o.actor_id = due.actor_id AND o.intent_id = due.intent_id
+RETURNING o.routing_key, o.tenant, o.actor_type, o.actor_id, o.intent_id, o.timer_key,
+          o.target_type, o.target_id, o.command, o.payload, o.caller, o.attempts"""
+
+# How long until the next row of the owned buckets falls due (ms, on the durable clock): one
+# index probe per bucket, whatever the number of future timers.
+NEXT_DUE: LiteralString = """
+SELECT (extract(epoch FROM min(n.due_at) - akter_now()) * 1000)::bigint
+  FROM unnest(%(buckets)s::smallint[]) AS b(bucket),
+       LATERAL (SELECT due_at FROM actor_outbox o WHERE o.bucket = b.bucket
+                 ORDER BY o.due_at LIMIT 1) AS n"""
+
+_THIS_CLAIM = f"{SENDER} AND intent_id = %(intent_id)s AND claim = %(token)s"
+
+ACK: LiteralString = f"DELETE FROM actor_outbox WHERE {_THIS_CLAIM}"
+
+BACK_OFF: LiteralString = f"""
+UPDATE actor_outbox
+   SET due_at = akter_now() + %(delay_ms)s * interval '1 millisecond',
+       last_error = %(error)s, claim = NULL, claimed_by = NULL
+ WHERE {_THIS_CLAIM}"""
+
+# --- ownership (real clock) ---
+
+HEARTBEAT: LiteralString = """
+INSERT INTO akter_relay_members (member_id, expires_at)
+VALUES (%(member)s, clock_timestamp() + %(ttl_ms)s * interval '1 millisecond')
+ON CONFLICT (member_id) DO UPDATE
+   SET heartbeat_at = clock_timestamp(), expires_at = excluded.expires_at"""
+
+LIVE_MEMBERS: LiteralString = """
+SELECT member_id FROM akter_relay_members WHERE expires_at > clock_timestamp() ORDER BY member_id"""
+
+# Members gone for a while are forgotten; a minute's grace keeps the table readable for operators.
+FORGET_MEMBERS: LiteralString = """
+DELETE FROM akter_relay_members WHERE expires_at < clock_timestamp() - interval '1 minute'"""
+
+RELEASE: LiteralString = """
+UPDATE akter_relay_buckets SET owner = NULL, expires_at = NULL
+ WHERE owner = %(member)s AND NOT (bucket = ANY(%(keep)s::smallint[]))"""
+
+# Take (or renew) the wanted buckets that are ours, free, or whose owner's lease ran out.
+ACQUIRE: LiteralString = """
+UPDATE akter_relay_buckets
+   SET owner = %(member)s, expires_at = clock_timestamp() + %(lease_ms)s * interval '1 millisecond'
+ WHERE bucket = ANY(%(want)s::smallint[])
+   AND (owner = %(member)s OR owner IS NULL OR expires_at <= clock_timestamp())
+RETURNING bucket"""
+
+LEAVE: LiteralString = """
+WITH b AS (UPDATE akter_relay_buckets SET owner = NULL, expires_at = NULL WHERE owner = %(member)s)
+DELETE FROM akter_relay_members WHERE member_id = %(member)s"""

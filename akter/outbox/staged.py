@@ -1,0 +1,154 @@
+"""What a turn stages for the outbox: validated ``Send`` and ``Cancel`` records.
+
+``Turn.send`` and ``Turn.cancel`` (``akter.actor.turn``) call ``stage_send`` and
+``stage_cancel`` here, so a bad target, key or payload is refused inside the handler, where the
+bug is, and nothing reaches the database. The records wait on the turn until
+``intents.OutboxHook`` writes them in the turn's transaction. The layers above the kernel (the
+workflow engine) stage reserved keys (``wf:<execution>``) through ``stage_internal`` and
+``cancel_internal``, which skip the reserved-prefix check and nothing else.
+
+This module imports no other outbox module and nothing that imports the kernel, because the
+kernel's ``turn.py`` imports it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from akter import codec
+from akter.errors import InvalidInput, InvalidTimerKey
+from akter.ids import ActorRef
+
+if TYPE_CHECKING:
+    from akter.actor.declare import Command
+    from akter.actor.turn import Turn
+
+LAYER = "outbox"
+MAX_KEY_BYTES = 200
+#: key prefixes akter keeps for itself: workflow timers, and anything named akter*
+RESERVED_KEY_PREFIXES = ("wf:", "akter")
+
+
+@attrs.frozen
+class Send:
+    """One staged intent. ``after_ms``/``at_ms`` place it on the database clock; neither is "now"."""
+
+    target: ActorRef
+    command: str
+    payload: bytes
+    after_ms: int | None
+    at_ms: int | None
+    key: str | None
+
+    @property
+    def timer(self) -> bool:
+        """Delivered with source ``timer`` (keyed or delayed) rather than ``actor``."""
+        return self.key is not None or self.after_ms is not None or self.at_ms is not None
+
+    def due_ms(self, now_ms: int) -> int:
+        if self.at_ms is not None:
+            return self.at_ms
+        return now_ms + (self.after_ms or 0)
+
+
+@attrs.frozen
+class Cancel:
+    key: str
+
+
+def check_key(key: object, *, internal: bool = False) -> str:
+    if not isinstance(key, str):
+        raise InvalidTimerKey(f"an outbox key must be a str, got {type(key).__name__}")
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidTimerKey(f"outbox key {key!r} is not valid UTF-8") from exc
+    if not 1 <= size <= MAX_KEY_BYTES:
+        raise InvalidTimerKey(f"an outbox key must be 1..{MAX_KEY_BYTES} UTF-8 bytes, got {size}")
+    if "\x00" in key:
+        raise InvalidTimerKey(f"outbox key {key!r} contains a NUL character")
+    if not internal and key.startswith(RESERVED_KEY_PREFIXES):
+        raise InvalidTimerKey(f"outbox key {key!r} uses a prefix akter reserves {RESERVED_KEY_PREFIXES}")
+    return key
+
+
+def _target(turn: Turn[Any], target: str | ActorRef, command: Command[Any, Any, Any]) -> ActorRef:
+    if isinstance(target, ActorRef):
+        if target.tenant != turn.ref.tenant:
+            raise InvalidInput(
+                f"{turn.ref} cannot send to {target}: tenants never address each other's actors"
+            )
+        if target.actor_type != command.actor.name:
+            raise InvalidInput(f"{command!r} cannot be sent to {target}")
+        return target
+    if not isinstance(target, str):
+        raise InvalidInput(f"a send target is an actor id (str) or an ActorRef, got {type(target).__name__}")
+    return ActorRef(tenant=turn.ref.tenant, actor_type=command.actor.name, actor_id=target)
+
+
+def _timing(after: timedelta | None, at: datetime | None) -> tuple[int | None, int | None]:
+    if after is not None and at is not None:
+        raise InvalidInput("give a send either after= or at=, not both")
+    if after is not None:
+        if not isinstance(after, timedelta):
+            raise InvalidInput(f"after= takes a timedelta, got {type(after).__name__}")
+        if after < timedelta(0):
+            raise InvalidInput(f"after= must not be negative, got {after}")
+        return after // timedelta(milliseconds=1), None
+    if at is not None:
+        if not isinstance(at, datetime) or at.tzinfo is None:
+            raise InvalidInput(f"at= takes a timezone-aware datetime, got {at!r}")
+        return None, round(at.timestamp() * 1000)
+    return None, None
+
+
+def build_send(
+    turn: Turn[Any],
+    target: str | ActorRef,
+    command: Command[Any, Any, Any],
+    payload: object,
+    *,
+    after: timedelta | None = None,
+    at: datetime | None = None,
+    key: str | None = None,
+    internal: bool = False,
+) -> Send:
+    """Validate a send and encode its payload now, so that a bad one fails in the handler."""
+    if not internal and command.name.startswith("akter."):
+        raise InvalidInput(f"{command!r} is akter's own; it cannot be sent from a handler")
+    ref = _target(turn, target, command)
+    expected = command.input
+    if isinstance(expected, type) and not isinstance(payload, expected):
+        raise InvalidInput(f"{command!r} takes a {expected.__name__}, got {type(payload).__name__}")
+    after_ms, at_ms = _timing(after, at)
+    return Send(
+        target=ref,
+        command=command.name,
+        payload=codec.encode(payload, expected),
+        after_ms=after_ms,
+        at_ms=at_ms,
+        key=None if key is None else check_key(key, internal=internal),
+    )
+
+
+def stage_internal(
+    turn: Turn[Any],
+    target: str | ActorRef,
+    command: Command[Any, Any, Any],
+    payload: object,
+    *,
+    key: str | None = None,
+    after: timedelta | None = None,
+    at: datetime | None = None,
+) -> None:
+    """For akter's own layers: stage an intent whose key may use a reserved prefix (``wf:``) and
+    whose command may be an internal ``akter.`` command."""
+    turn.stage(LAYER, build_send(turn, target, command, payload, after=after, at=at, key=key, internal=True))
+
+
+def cancel_internal(turn: Turn[Any], key: str) -> None:
+    """For akter's own layers: cancel this actor's pending intent under a reserved key."""
+    turn.stage(LAYER, Cancel(check_key(key, internal=True)))
