@@ -1,0 +1,244 @@
+"""The ``akter`` command: one click group, one subcommand per operational task.
+
+``akter migrate`` applies the schema (``akter.store.migrate``); ``akter relay APP`` runs the relay
+process (``akter.outbox.relay``) for an ``akter.App`` named ``module:attribute``. Each subcommand
+reads its settings from flags first, then ``AKTER_*`` environment variables. Exit codes are the
+same for every subcommand::
+
+    0  finished cleanly (the relay drained after SIGTERM or SIGINT)
+    1  a runtime failure (a bug surfaced by the relay; the log says where)
+    2  usage, configuration or database errors (bad flags, APP not found, no usable database,
+       schema too new) — nothing was started
+
+Logs go to stderr as ``time level logger message key=value ...`` lines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import signal
+import sys
+from datetime import timedelta
+from typing import Any, NoReturn
+
+import click
+import psycopg
+import psycopg_pool
+
+from akter.errors import AkterError, ConfigurationError
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+log = logging.getLogger("akter.cli")
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    click.echo(f"akter: {message}", err=True)
+    sys.exit(code)
+
+
+@click.group(epilog="Exit codes: 0 clean finish, 1 runtime failure, 2 usage/configuration/database error.")
+@click.option(
+    "--log-level",
+    envvar="AKTER_LOG_LEVEL",
+    default="info",
+    show_default=True,
+    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    help="Log level (AKTER_LOG_LEVEL).",
+)
+def main(log_level: str) -> None:
+    """akter: durable workflows as members of actors, stored in PostgreSQL."""
+    _setup_logging(log_level)
+
+
+@main.command()
+@click.option(
+    "--database-url",
+    envvar="AKTER_DATABASE_URL",
+    help="PostgreSQL URL (AKTER_DATABASE_URL); without one, the embedded server.",
+)
+def migrate(database_url: str | None) -> None:
+    """Apply akter's schema migrations to the database (also done when an App starts).
+
+    Exit 0 when the schema is current, 2 when the database cannot be reached or was migrated
+    by a newer akter."""
+    from akter.store.database import describe, resolve_database_url
+    from akter.store.migrate import migrate as apply
+
+    try:
+        url = resolve_database_url(database_url)
+        applied = apply(url)
+    except (AkterError, psycopg.Error) as exc:
+        _fail(str(exc))
+    click.echo(f"migrated {describe(url)}: applied {applied or 'nothing (already current)'}")
+
+
+def load_app(path: str) -> Any:
+    """Import ``module:attribute`` and return the ``akter.App`` it names."""
+    from akter.app import App
+
+    module_name, sep, attribute = path.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ConfigurationError(f"APP must be module:attribute, got {path!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigurationError(f"cannot import {module_name!r}: {exc}") from exc
+    app = module
+    for part in attribute.split("."):
+        if not hasattr(app, part):
+            raise ConfigurationError(f"{module_name!r} has no attribute {attribute!r}")
+        app = getattr(app, part)
+    if not isinstance(app, App):
+        raise ConfigurationError(f"{path} is a {type(app).__name__}, not an akter.App")
+    return app
+
+
+def _seconds(value: float) -> timedelta:
+    return timedelta(seconds=value)
+
+
+@main.command()
+@click.argument("app_path", metavar="APP")
+@click.option(
+    "--database-url",
+    help="PostgreSQL URL; overrides the App's own URL, which overrides AKTER_DATABASE_URL.",
+)
+@click.option(
+    "--concurrency",
+    envvar="AKTER_RELAY_CONCURRENCY",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Deliveries in flight at once (AKTER_RELAY_CONCURRENCY).",
+)
+@click.option(
+    "--batch-size",
+    envvar="AKTER_RELAY_BATCH_SIZE",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="Rows claimed per statement at most (AKTER_RELAY_BATCH_SIZE).",
+)
+@click.option(
+    "--poll-interval",
+    envvar="AKTER_RELAY_POLL_INTERVAL",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Seconds between scans when no notification arrives (AKTER_RELAY_POLL_INTERVAL).",
+)
+@click.option(
+    "--claim-lease",
+    envvar="AKTER_RELAY_CLAIM_LEASE",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="Seconds a claimed row waits before another relay may retry it (AKTER_RELAY_CLAIM_LEASE).",
+)
+@click.option(
+    "--heartbeat",
+    envvar="AKTER_RELAY_HEARTBEAT",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Seconds between ownership heartbeats (AKTER_RELAY_HEARTBEAT).",
+)
+@click.option(
+    "--ownership-lease",
+    envvar="AKTER_RELAY_OWNERSHIP_LEASE",
+    type=click.FloatRange(min=0, min_open=True),
+    default=4.0,
+    show_default=True,
+    help="Seconds a bucket lease lasts without renewal (AKTER_RELAY_OWNERSHIP_LEASE).",
+)
+@click.option(
+    "--no-notifications",
+    is_flag=True,
+    envvar="AKTER_RELAY_NO_NOTIFICATIONS",
+    help="Poll only; do not LISTEN (AKTER_RELAY_NO_NOTIFICATIONS).",
+)
+def relay(
+    *,
+    app_path: str,
+    database_url: str | None,
+    concurrency: int,
+    batch_size: int,
+    poll_interval: float,
+    claim_lease: float,
+    heartbeat: float,
+    ownership_lease: float,
+    no_notifications: bool,
+) -> None:
+    """Run the relay for APP (module:attribute naming an akter.App) until SIGTERM or SIGINT.
+
+    Claims due outbox rows of the buckets this process owns and delivers them as turns. Any
+    number of relay processes may share one database. On SIGTERM it stops claiming, lets
+    deliveries in flight finish, releases its buckets and exits 0."""
+    from akter.outbox.relay import RelaySettings
+
+    try:
+        settings = RelaySettings(
+            concurrency=concurrency,
+            batch_size=batch_size,
+            poll_interval=_seconds(poll_interval),
+            claim_lease=_seconds(claim_lease),
+            heartbeat=_seconds(heartbeat),
+            ownership_lease=_seconds(ownership_lease),
+            notifications=not no_notifications,
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    try:
+        app = load_app(app_path)
+    except ConfigurationError as exc:
+        _fail(str(exc))
+    if database_url:
+        app.database_url = database_url
+    sys.exit(asyncio.run(_run_relay(app, settings)))
+
+
+async def _run_relay(app: Any, settings: Any) -> int:
+    from akter.outbox.relay import Relay
+
+    try:
+        runtime = await app.runtime()
+    except (AkterError, psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+        # an expected refusal (no database, schema too new): the message says it all
+        log.error("cannot start the relay: %s", " ".join(str(exc).split()))  # noqa: TRY400
+        return EXIT_USAGE
+    relay = Relay(runtime, settings, plugins=app.relay_plugins)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    code = EXIT_OK
+    try:
+        await relay.start()
+        waiter = asyncio.ensure_future(stop.wait())
+        failed = asyncio.ensure_future(relay.wait())
+        done, _ = await asyncio.wait([waiter, failed], return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if failed in done and failed.exception() is not None:
+            code = EXIT_FAILURE
+        failed.cancel()
+    finally:
+        await relay.stop()
+        await app.close()
+    return code
+
+
+if __name__ == "__main__":
+    main()
