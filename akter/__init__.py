@@ -11,6 +11,7 @@ from akter.app import App
 from akter.callers import Anonymous, Caller, Principal, System, User
 from akter.errors import (
     AccessDenied,
+    ActivityOutcomeUnknown,
     ActorBusy,
     AkterError,
     CommandConflict,
@@ -20,14 +21,17 @@ from akter.errors import (
     CorruptRecord,
     DeclarationError,
     Defect,
+    EffectDefect,
     EmbeddedServerError,
     InternalCommand,
+    Interrupted,
     InvalidActorId,
     InvalidCommandId,
     InvalidExecutionId,
     InvalidExecutionKey,
     InvalidInput,
     InvalidTimerKey,
+    ResultTimeout,
     SchemaError,
     SchemaTooNew,
     StateTooLarge,
@@ -36,10 +40,17 @@ from akter.errors import (
     UnknownCommand,
 )
 from akter.ids import ActorRef, CommandId
+from akter.workflow.activity import ActivityContext, activity_context
+from akter.workflow.context import WorkflowContext
+from akter.workflow.declare import Backoff, Retry, Versions, Workflow, constant, exponential
+from akter.workflow.effects import all_ as all  # noqa: A004 -- akter.all mirrors asyncio.gather's role
+from akter.workflow.run import Run, Status
 from akter.outbox.relay import Relay, RelaySettings
 
 __all__ = [
     "AccessDenied",
+    "ActivityContext",
+    "ActivityOutcomeUnknown",
     "Actor",
     "ActorBusy",
     "ActorHandle",
@@ -47,6 +58,7 @@ __all__ = [
     "AkterError",
     "Anonymous",
     "App",
+    "Backoff",
     "Caller",
     "Client",
     "Command",
@@ -58,8 +70,10 @@ __all__ = [
     "CorruptRecord",
     "DeclarationError",
     "Defect",
+    "EffectDefect",
     "EmbeddedServerError",
     "InternalCommand",
+    "Interrupted",
     "InvalidActorId",
     "InvalidCommandId",
     "InvalidExecutionId",
@@ -69,9 +83,13 @@ __all__ = [
     "Principal",
     "Relay",
     "RelaySettings",
+    "ResultTimeout",
+    "Retry",
+    "Run",
     "SchemaError",
     "SchemaTooNew",
     "StateTooLarge",
+    "Status",
     "SyncClient",
     "System",
     "Turn",
@@ -79,7 +97,14 @@ __all__ = [
     "UndeliverableIntent",
     "UnknownCommand",
     "User",
+    "Versions",
+    "Workflow",
+    "WorkflowContext",
+    "activity_context",
+    "all",
     "allow_all",
+    "constant",
     "deny_anonymous",
+    "exponential",
     "users_only",
 ]

@@ -34,6 +34,7 @@ from akter.store.database import resolve_database_url
 from akter.store.migrate import migrate
 from akter.store.pool import open_pool
 from akter.store.sqlstate import is_connection_lost
+from akter.workflow.run import SyncWorkflowClient, WorkflowClient
 
 log = logging.getLogger("akter")
 
@@ -76,9 +77,24 @@ class App:
         self.hooks: list[TurnHook] = [OutboxHook()]
         #: work that runs beside every relay of this App (the workflow passes)
         self.relay_plugins: list[RelayPlugin] = []
+        if any(a.extensions.get("workflows") for a in self.actors.values()):
+            self._add_workflows()
         self._runtime: Runtime | None = None
         self._users = 0
         self._lock = asyncio.Lock()
+
+    def _add_workflows(self) -> None:
+        from akter.workflow.hook import WorkflowHook
+        from akter.workflow.runner import WorkflowRunner
+
+        problems = [p for a in self.actors.values() for w in a.extensions["workflows"].values() for p in w.validate()]
+        if problems:
+            raise DeclarationError("App", problems)
+        hook = WorkflowHook(self.actors)
+        # first, so that workflow rows are written before the outbox rows of the same turn
+        self.hooks.insert(0, hook)
+        self.workflow_runner = WorkflowRunner(self, hook)
+        self.relay_plugins.append(self.workflow_runner)
 
     def check_declared(self, actor: Actor[Any]) -> None:
         if self.actors.get(actor.name) is not actor:
@@ -92,13 +108,13 @@ class App:
             return self._runtime
 
     @asynccontextmanager
-    async def client(self, caller: Caller | None = None) -> AsyncIterator[Client]:
+    async def client(self, caller: Caller | None = None) -> AsyncIterator[WorkflowClient]:
         """``async with app.client() as client``: opens the runtime on first use and closes it
         when the last client context exits."""
         runtime = await self.runtime()
         self._users += 1
         try:
-            yield Client(runtime, caller)
+            yield WorkflowClient(runtime, caller)
         finally:
             self._users -= 1
             if self._users == 0:
@@ -130,13 +146,13 @@ class App:
                 await runtime.close()
 
     @contextmanager
-    def sync_client(self, caller: Caller | None = None) -> Iterator[SyncClient]:
+    def sync_client(self, caller: Caller | None = None) -> Iterator[SyncWorkflowClient]:
         """``with app.sync_client() as client``: the blocking facade, with its own pool."""
         loop = _LoopThread()
         try:
             runtime = loop.run(Runtime.open(self))
             try:
-                yield SyncClient(loop, Client(runtime, caller))
+                yield SyncWorkflowClient(loop, WorkflowClient(runtime, caller))
             finally:
                 loop.run(runtime.close())
         finally:
@@ -198,8 +214,6 @@ class Runtime:
             try:
                 async with self.pool.connection() as conn:
                     record = await run_turn(conn, command, ref, payload, cid, caller, self.options)
-                self.skew_ms = record.now_ms - _local_ms()
-                return record
             except CommandExpired as exc:
                 if not minted:
                     raise
@@ -214,6 +228,9 @@ class Runtime:
                 log.warning("database unreachable (%s); retrying %s in %.2fs", exc, cid, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
+            else:
+                self.skew_ms = record.now_ms - _local_ms()
+                return record
 
 
 def _local_ms() -> int:

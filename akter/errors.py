@@ -28,7 +28,10 @@ own, and every class says when it is raised and what it carries::
     ├── CorruptRecord               a stored row cannot be decoded; the bytes are kept untouched
     ├── UndeliverableIntent         an outbox row names an actor type or command the App lacks
     ├── Defect                      a handler raised an undeclared exception; the turn rolled back
-    └── EffectDefect (workflows)    a workflow body did something its driver cannot interpret
+    ├── EffectDefect                a workflow body did something its driver cannot interpret
+    ├── Interrupted                 the outcome of an interrupted execution (inside a Failure)
+    ├── ActivityOutcomeUnknown      an activity's effect cannot be known (its derived ids expired)
+    └── ResultTimeout               run.result(timeout=...) gave up waiting; the run goes on
 
 ``Defect`` carries the original exception's type name and message (and, in process, the exception
 as ``__cause__``), because a handler defect must reach the caller and never commit anything.
@@ -165,3 +168,22 @@ class Defect(AkterError):
     def __init__(self, message: str, *, error_type: str = "") -> None:
         self.error_type = error_type
         super().__init__(message)
+
+
+class EffectDefect(AkterError):
+    """A workflow body did something the deterministic driver cannot interpret: awaited a
+    non-akter awaitable, declared a step at run time, used another workflow's step, sent a
+    command outside an activity."""
+
+
+class Interrupted(AkterError):
+    """The execution was interrupted; ``run.result()`` returns ``Failure(Interrupted(...))``."""
+
+
+class ActivityOutcomeUnknown(AkterError):
+    """An activity's outcome cannot be known: a command it would send is past its derived id's
+    expiry, so sending it could duplicate an effect the receiver no longer deduplicates."""
+
+
+class ResultTimeout(AkterError, TimeoutError):
+    """``run.result(timeout=...)`` stopped waiting. The execution itself is unaffected."""

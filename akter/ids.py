@@ -16,13 +16,15 @@ verbatim on retry; the expiry is the end of the retry window, after which the id
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import re
 import uuid
 
 import attrs
 
-from akter.errors import InvalidActorId, InvalidCommandId
+from akter.errors import InvalidActorId, InvalidCommandId, InvalidExecutionId, InvalidExecutionKey
 
 ROUTING_KEY_VERSION = 1
 BUCKET_COUNT = 256
@@ -128,3 +130,73 @@ class CommandId:
 
     def __str__(self) -> str:
         return f"v1.{self.issued_ms}.{self.expires_ms}.{self.nonce}"
+
+
+MAX_EXECUTION_KEY_BYTES = 256
+MAX_EXECUTION_ID_CHARS = 1024
+_EXECUTION_PREFIX = "x1."
+
+
+def check_execution_key(key: object) -> str:
+    """A workflow key: 1..256 UTF-8 bytes, no NUL."""
+    if not isinstance(key, str):
+        raise InvalidExecutionKey(f"a workflow key must be a str, got {type(key).__name__}", 0)
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidExecutionKey(f"workflow key {key!r} is not valid UTF-8", 0) from exc
+    if not 1 <= size <= MAX_EXECUTION_KEY_BYTES:
+        raise InvalidExecutionKey(
+            f"a workflow key must be 1..{MAX_EXECUTION_KEY_BYTES} UTF-8 bytes; this one is {size}", size
+        )
+    if "\x00" in key:
+        raise InvalidExecutionKey(f"workflow key {key!r} contains a NUL character", size)
+    return key
+
+
+@attrs.frozen
+class ExecutionId:
+    """One workflow execution: ``(tenant, actor type, actor id, workflow, key)``.
+
+    Canonical form, version 1: ``x1.`` + unpadded URL-safe base64 of the canonical JSON array
+    ``[tenant, actor_type, actor_id, workflow, key]``; at most 1,024 characters."""
+
+    owner: ActorRef
+    workflow: str
+    key: str
+
+    def __attrs_post_init__(self) -> None:
+        check_execution_key(self.key)
+        if len(str(self)) > MAX_EXECUTION_ID_CHARS:
+            raise InvalidExecutionKey(
+                f"the execution id of key {self.key[:40]!r}... would be {len(str(self))} characters, over "
+                f"{MAX_EXECUTION_ID_CHARS}; use a shorter key or actor id",
+                len(self.key.encode()),
+            )
+
+    def __str__(self) -> str:
+        parts = [self.owner.tenant, self.owner.actor_type, self.owner.actor_id, self.workflow, self.key]
+        raw = json.dumps(parts, separators=(",", ":"), ensure_ascii=False).encode()
+        return _EXECUTION_PREFIX + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    @classmethod
+    def parse(cls, text: object) -> ExecutionId:
+        if not isinstance(text, str) or not text.startswith(_EXECUTION_PREFIX):
+            raise InvalidExecutionId(f"{str(text)[:80]!r} is not an akter execution id (x1.<base64>)")
+        if len(text) > MAX_EXECUTION_ID_CHARS:
+            raise InvalidExecutionId(f"an execution id is at most {MAX_EXECUTION_ID_CHARS} characters")
+        body = text[len(_EXECUTION_PREFIX) :]
+        try:
+            raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+            parts = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise InvalidExecutionId(f"{text[:80]!r} is not a well-formed execution id") from exc
+        if not (isinstance(parts, list) and len(parts) == 5 and all(isinstance(p, str) for p in parts)):
+            raise InvalidExecutionId(f"{text[:80]!r} is not a well-formed execution id")
+        try:
+            eid = cls(ActorRef(parts[0], parts[1], parts[2]), parts[3], parts[4])
+        except (InvalidActorId, InvalidExecutionKey) as exc:
+            raise InvalidExecutionId(f"{text[:80]!r} names an invalid execution: {exc}") from exc
+        if str(eid) != text:
+            raise InvalidExecutionId(f"{text[:80]!r} is not in canonical form")
+        return eid

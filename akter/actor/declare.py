@@ -23,6 +23,7 @@ from akter.ids import MAX_ACTOR_TYPE_BYTES
 
 if TYPE_CHECKING:
     from akter.actor.turn import Turn
+    from akter.workflow.declare import Versions, Workflow
 
 S = TypeVar("S")
 I = TypeVar("I")  # noqa: E741 -- the conventional name of a command's input type
@@ -254,5 +255,29 @@ class Actor(Generic[S]):
         self.commands[cmd.name] = cmd
         return cmd
 
+    def workflow(
+        self,
+        name: str,
+        *,
+        input: type[I],  # noqa: A002 -- the design's name for the payload type
+        output: Any = None,
+        errors: Sequence[type[Exception]] = (),
+        key: Callable[[I], str] | None = None,
+        versions: dict[str, Versions] | None = None,
+    ) -> Workflow[I, Any]:
+        """Declare a workflow member (see ``akter.workflow.declare``). The workflow layer is
+        imported here, at call time, so the kernel keeps no import-time dependency on it."""
+        factory = _MEMBER_KINDS["workflow"]
+        return factory(self, name, input=input, output=output, errors=errors, key=key, versions=versions)  # type: ignore[no-any-return]
+
     def __repr__(self) -> str:
         return f"<Actor {self.name}>"
+
+
+#: factories for members that layers above the kernel define (``akter.workflow`` registers
+#: "workflow" when imported, which ``import akter`` always does)
+_MEMBER_KINDS: dict[str, Callable[..., Any]] = {}
+
+
+def register_member_kind(kind: str, factory: Callable[..., Any]) -> None:
+    _MEMBER_KINDS[kind] = factory

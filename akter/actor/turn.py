@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from akter.callers import Caller, Principal, principal_of
-from akter.errors import TurnClosed
+from akter.errors import InvalidInput, TurnClosed
 from akter.ids import ActorRef
 from akter.outbox import staged
 
@@ -91,6 +91,17 @@ class Turn(Generic[S]):
         """Remove this actor's pending intent with ``key`` when the turn commits (none: no-op)."""
         self._check()
         self.stage(staged.LAYER, staged.Cancel(staged.check_key(key)))
+
+    def start(self, workflow: Any, payload: Any, *, key: str | None = None) -> str:
+        """Start a workflow member of this actor when this turn commits; returns its execution
+        id. Its event cursor sits before this turn's own events, so a wait in it sees them. With
+        no ``key`` (and no key function on the workflow) the key derives from this turn's id."""
+        self._check()
+        from akter.actor.declare import _MEMBER_KINDS
+
+        if getattr(workflow, "actor", None) is None or workflow.actor.name != self.ref.actor_type:
+            raise InvalidInput(f"{workflow!r} is not a member of {self.ref.actor_type}; start it through a send")
+        return _MEMBER_KINDS["start"](self, workflow, payload, key)  # type: ignore[no-any-return]
 
     def stage(self, layer: str, item: Any) -> None:
         self._check()

@@ -1,0 +1,118 @@
+"""Inside an activity: ``akter.activity_context()`` and its client with derived command ids.
+
+An activity attempt may send commands to actors. Their ids are *derived*: a hash of the
+execution, the step, the attempt and the call's ordinal within the attempt, issued at the
+attempt's recorded start. A rerun of the same attempt (its runner died) therefore repeats the
+same ids, and receivers deduplicate them. A call whose id would already be past its expiry (the
+rerun came later than the retry window) is not sent: the activity dies with
+``ActivityOutcomeUnknown``, because nobody can know whether the first send took effect
+(invariant 8).
+
+Commands from the body itself, outside an activity, are a defect: ``activity_context()`` raises
+there, and awaiting a client call in a body is caught by the driver as a non-effect await.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import time
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import attrs
+from returns.result import Result
+
+from akter.actor.declare import Actor, Command
+from akter.callers import Principal, System
+from akter.errors import ActivityOutcomeUnknown, EffectDefect, InvalidInput
+from akter.ids import ActorRef, CommandId
+
+if TYPE_CHECKING:
+    from akter.app import Runtime
+
+S = TypeVar("S")
+I = TypeVar("I")  # noqa: E741 -- a command's input type
+O = TypeVar("O")
+
+
+@attrs.define
+class ActivityContext:
+    """The running attempt: ``execution_id``, ``step``, ``attempt`` (1-based) and ``client``."""
+
+    execution_id: str
+    step: str
+    attempt: int
+    started_ms: int
+    tenant: str
+    principal: Principal | None
+    runtime: Runtime
+    _ordinal: int = 0
+
+    @property
+    def client(self) -> ActivityClient:
+        return ActivityClient(self)
+
+    def next_command_id(self) -> CommandId:
+        self._ordinal += 1
+        digest = hashlib.blake2b(
+            f"{self.execution_id}\x00{self.step}\x00{self.attempt}\x00{self._ordinal}".encode(), digest_size=16
+        ).hexdigest()
+        return CommandId(
+            issued_ms=self.started_ms, expires_ms=self.started_ms + self.runtime.retry_window_ms, nonce=digest
+        )
+
+
+_current: contextvars.ContextVar[ActivityContext | None] = contextvars.ContextVar("akter_activity", default=None)
+
+
+def activity_context() -> ActivityContext:
+    """The attempt running in this context. Outside an activity this is a defect."""
+    ctx = _current.get()
+    if ctx is None:
+        raise EffectDefect(
+            "activity_context() is only available inside an activity; a workflow body sends "
+            "commands through activities, never directly"
+        )
+    return ctx
+
+
+def set_context(ctx: ActivityContext | None) -> contextvars.Token[ActivityContext | None]:
+    return _current.set(ctx)
+
+
+def reset_context(token: contextvars.Token[ActivityContext | None]) -> None:
+    _current.reset(token)
+
+
+class ActivityClient:
+    """Sends commands from an activity, in the execution's tenant, as
+    ``System(source="workflow", ref=<execution id>, on_behalf_of=<principal>)``."""
+
+    def __init__(self, ctx: ActivityContext) -> None:
+        self._ctx = ctx
+
+    def actor(self, actor: Actor[S], actor_id: str) -> ActivityActor[S]:
+        self._ctx.runtime.app.check_declared(actor)
+        return ActivityActor(self._ctx, actor, ActorRef(self._ctx.tenant, actor.name, actor_id))
+
+
+class ActivityActor:
+    def __init__(self, ctx: ActivityContext, actor: Actor[Any], ref: ActorRef) -> None:
+        self._ctx = ctx
+        self.actor = actor
+        self.ref = ref
+
+    async def send(self, command: Command[Any, I, O], payload: I) -> Result[O, Exception]:
+        if command.actor is not self.actor:
+            raise InvalidInput(f"{command!r} is not a command of {self.actor.name}")
+        ctx = self._ctx
+        cid = ctx.next_command_id()
+        now_ms = time.time_ns() // 1_000_000 + ctx.runtime.skew_ms
+        if cid.expires_ms < now_ms:
+            raise ActivityOutcomeUnknown(
+                f"{ctx.execution_id} step {ctx.step!r} attempt {ctx.attempt}: command {command.name} would use "
+                f"id {cid}, expired {now_ms - cid.expires_ms} ms ago; its first send may have taken effect"
+            )
+        caller = System(source="workflow", ref=ctx.execution_id, on_behalf_of=ctx.principal)
+        record = await ctx.runtime.send(self.ref, command, payload, cid, caller)
+        return record.outcome

@@ -1,0 +1,74 @@
+"""``WorkflowContext``: what a body sees as its first argument, and the running-driver marker.
+
+The context is rebuilt by every pass from the execution's durable record (tenant, principal,
+key, version markers), never from whoever triggered the pass (invariant 9).
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from akter.callers import Principal
+from akter.ids import ActorRef
+
+if TYPE_CHECKING:
+    from akter.workflow.driver import Driver
+
+T = TypeVar("T")
+
+_driver: contextvars.ContextVar[Driver | None] = contextvars.ContextVar("akter_driver", default=None)
+
+
+def current_driver() -> Driver | None:
+    """The driver stepping a body right now in this context, if any."""
+    return _driver.get()
+
+
+def set_driver(driver: Driver | None) -> contextvars.Token[Driver | None]:
+    return _driver.set(driver)
+
+
+def reset_driver(token: contextvars.Token[Driver | None]) -> None:
+    _driver.reset(token)
+
+
+class WorkflowContext:
+    """The execution a body runs for. Pure data plus two registries (compensations and
+    finalizers) that the driver runs when the execution ends."""
+
+    def __init__(
+        self,
+        *,
+        execution_id: str,
+        key: str,
+        ref: ActorRef,
+        principal: Principal | None,
+        versions: dict[str, int],
+    ) -> None:
+        self.execution_id = execution_id
+        self.key = key
+        self.ref = ref
+        self.principal = principal
+        self._versions = versions
+        self.compensations: list[Callable[[], Any]] = []
+        self.finalizers: list[Callable[[], Any]] = []
+
+    def version(self, name: str) -> int:
+        """The version marker recorded when the execution started (0 if it predates it)."""
+        return self._versions.get(name, 0)
+
+    async def compensate(self, effect: Any, undo: Callable[[Any], Any]) -> Any:
+        """Await ``effect``; once it succeeded, register ``undo(result)`` (which returns an
+        effect, usually an activity call) to run if the execution fails or is interrupted.
+        Compensations run in reverse order of registration, once, by the pass that records the
+        result."""
+        result = await effect
+        self.compensations.append(lambda: undo(result))
+        return result
+
+    def finalizer(self, thunk: Callable[[], Any]) -> None:
+        """Register ``thunk()`` (returning an effect) to run when the execution ends, whatever
+        its outcome."""
+        self.finalizers.append(thunk)

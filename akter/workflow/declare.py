@@ -1,0 +1,294 @@
+"""Workflow members: ``Actor.workflow(...)``, its step constructors and its body.
+
+A workflow is declared on an actor type at module level, with static step names, so its manifest
+(``manifest.py``) can be derived before anything runs::
+
+    Ship = Shop.workflow("Ship", input=ShipOrder, output=Shipped, errors=[OutOfStock])
+    reserve = Ship.activity("reserve", success=Reservation, errors=[OutOfStock], retry=Retry(times=3))
+    cool_off = Ship.sleep("cool-off")
+    paid = Ship.wait("paid", Paid)
+    deadline = Ship.race("paid-or-deadline")
+
+    @Ship.body
+    async def ship(wf: WorkflowContext, order: ShipOrder) -> Shipped: ...
+
+A step called from the body returns an effect value (``effects.py``); the driver (``driver.py``)
+interprets it. Declaring a step while a body runs is a defect ("unregistered step"): a step
+created at run time would have no stable identity to replay against. Declaring the workflow also
+registers its start command (public, named after the member) on the actor.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import attrs
+
+from akter.errors import DeclarationError, EffectDefect
+
+if TYPE_CHECKING:
+    from akter.actor.declare import Actor, Command
+    from akter.workflow.context import WorkflowContext
+
+I = TypeVar("I")  # noqa: E741 -- a workflow's input type
+O = TypeVar("O")
+T = TypeVar("T")
+E = TypeVar("E")
+
+_STEP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}")
+
+
+@attrs.frozen
+class Backoff:
+    """Delay before attempt ``n + 1`` after attempt ``n`` failed: ``base * factor ** (n - 1)``,
+    at most ``cap``."""
+
+    base: timedelta = timedelta(0)
+    factor: float = 2.0
+    cap: timedelta = timedelta(minutes=10)
+
+    def delay(self, attempt: int) -> timedelta:
+        return min(self.base * (self.factor ** (attempt - 1)), self.cap)
+
+
+def exponential(base: timedelta, factor: float = 2.0, cap: timedelta = timedelta(minutes=10)) -> Backoff:
+    return Backoff(base=base, factor=factor, cap=cap)
+
+
+def constant(delay: timedelta) -> Backoff:
+    return Backoff(base=delay, factor=1.0, cap=delay)
+
+
+@attrs.frozen
+class Retry:
+    """``times`` attempts in all (1 = no retry). Declared errors are never retried: they are
+    business outcomes. Defects (other exceptions, timeouts) are retried until attempts run out."""
+
+    times: int = 1
+    backoff: Backoff = Backoff()
+
+    def __attrs_post_init__(self) -> None:
+        if self.times < 1:
+            raise ValueError(f"Retry(times={self.times}): at least one attempt")
+
+
+@attrs.frozen
+class Versions:
+    """A version marker's range: executions record ``current`` at start; an execution whose
+    recorded marker is outside ``min..current`` cannot be replayed by this code."""
+
+    current: int
+    min: int = 0
+
+
+@attrs.frozen(eq=False)
+class Step:
+    workflow: Workflow[Any, Any]
+    name: str
+
+    kind = "step"
+
+    def _check_running(self) -> None:
+        from akter.workflow.context import current_driver
+
+        driver = current_driver()
+        if driver is not None and driver.workflow is not self.workflow:
+            raise EffectDefect(
+                f"step {self.workflow.name}.{self.name} belongs to another workflow than the one running"
+            )
+
+
+@attrs.frozen(eq=False)
+class ActivityStep(Step, Generic[T]):
+    success: Any = None
+    errors: tuple[type[Exception], ...] = ()
+    retry: Retry = Retry()
+    timeout: timedelta | None = None
+
+    kind = "activity"
+
+    def __call__(self, fn: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any) -> Any:
+        """``await reserve(fn, *args)``: run ``fn`` once (per attempt), record its result, replay
+        it afterwards. ``fn`` may be sync (run in a worker thread) or async."""
+        from akter.workflow.effects import ActivityCall
+
+        self._check_running()
+        return ActivityCall(step=self, fn=fn, args=args, kwargs=kwargs)
+
+    def error_named(self, name: str) -> type[Exception] | None:
+        return next((e for e in self.errors if e.__name__ == name), None)
+
+
+@attrs.frozen(eq=False)
+class SleepStep(Step):
+    kind = "clock"
+
+    def __call__(self, duration: timedelta) -> Any:
+        from akter.workflow.effects import Sleep
+
+        self._check_running()
+        if not isinstance(duration, timedelta) or duration < timedelta(0):
+            raise EffectDefect(f"sleep {self.name!r} takes a non-negative timedelta, got {duration!r}")
+        return Sleep(step=self, duration=duration)
+
+
+@attrs.frozen(eq=False)
+class WaitStep(Step, Generic[E]):
+    event: type[E] = object  # type: ignore[assignment]
+
+    kind = "wait"
+
+    def __call__(self, where: Callable[[E], bool] | None = None, timeout: timedelta | None = None) -> Any:
+        """``await paid(where=..., timeout=...)`` → ``Maybe[Event]``: the lowest-sequence
+        matching event of the owner after the execution's cursor, or ``Nothing`` on timeout."""
+        from akter.workflow.effects import Wait
+
+        self._check_running()
+        return Wait(step=self, where=where, timeout=timeout)
+
+
+@attrs.frozen(eq=False)
+class RaceStep(Step):
+    kind = "race"
+
+    def run(self, *branches: Any) -> Any:
+        """``await deadline.run(a, b, ...)``: the first branch to finish wins; its exit is
+        recorded as this step and the others are interrupted."""
+        from akter.workflow.effects import Race
+
+        self._check_running()
+        if len(branches) < 2:
+            raise EffectDefect(f"race {self.name!r} needs at least two branches")
+        return Race(step=self, branches=branches)
+
+
+class Workflow(Generic[I, O]):
+    """A workflow member of an actor type. Built by ``Actor.workflow``."""
+
+    def __init__(
+        self,
+        actor: Actor[Any],
+        name: str,
+        *,
+        input: type[I],  # noqa: A002 -- the design's name for the payload type
+        output: Any = None,
+        errors: Sequence[type[Exception]] = (),
+        key: Callable[[I], str] | None = None,
+        versions: dict[str, Versions] | None = None,
+    ) -> None:
+        problems: list[str] = []
+        if not isinstance(name, str) or not _STEP_NAME.fullmatch(name) or name.startswith("akter"):
+            problems.append(f"workflow name {name!r} is not valid (letters, digits, _ . : -; not akter*)")
+        if name in actor.commands:
+            problems.append(f"{actor.name} already has a command named {name!r}; the start command takes the member's name")
+        if name in actor.extensions.get("workflows", {}):
+            problems.append(f"{actor.name} already declares a workflow named {name!r}")
+        if not (isinstance(input, type) and attrs.has(input)):
+            problems.append(f"input type {input!r} must be an attrs class")
+        for err in errors:
+            if not (isinstance(err, type) and issubclass(err, Exception) and attrs.has(err)):
+                problems.append(f"declared error {err!r} must be an attrs Exception class")
+        if key is not None and not callable(key):
+            problems.append("key must be a callable input -> str")
+        for marker, rng in (versions or {}).items():
+            if not isinstance(rng, Versions) or rng.min > rng.current or rng.min < 0:
+                problems.append(f"version marker {marker!r} needs Versions(current, min) with 0 <= min <= current")
+        if problems:
+            raise DeclarationError(f"workflow {actor.name}.{name}", problems)
+        self.actor = actor
+        self.name = name
+        self.input: type[I] = input
+        self.output = None if output is type(None) else output
+        self.errors = tuple(errors)
+        self.key = key
+        self.versions = dict(versions or {})
+        self.steps: dict[str, Step] = {}
+        self.fn: Callable[[WorkflowContext, I], Awaitable[O]] | None = None
+        actor.extensions.setdefault("workflows", {})[name] = self
+        from akter.workflow.commands import register_commands
+
+        self.start_command: Command[Any, I, str] = register_commands(self)
+
+    def __repr__(self) -> str:
+        return f"<workflow {self.actor.name}.{self.name}>"
+
+    def error_named(self, name: str) -> type[Exception] | None:
+        return next((e for e in self.errors if e.__name__ == name), None)
+
+    def _add(self, step: Step) -> None:
+        from akter.workflow.context import current_driver
+
+        if current_driver() is not None:
+            raise EffectDefect(
+                f"unregistered step {step.name!r}: steps are declared at module level, not inside a body"
+            )
+        problems = []
+        if not isinstance(step.name, str) or not _STEP_NAME.fullmatch(step.name):
+            problems.append(f"step name {step.name!r} is not valid")
+        if step.name in self.steps:
+            problems.append(f"{self!r} already has a step named {step.name!r}")
+        if problems:
+            raise DeclarationError(f"step {self.name}.{step.name}", problems)
+        self.steps[step.name] = step
+
+    def activity(
+        self,
+        name: str,
+        *,
+        success: type[T] | Any = None,
+        errors: Sequence[type[Exception]] = (),
+        retry: Retry = Retry(),
+        timeout: timedelta | None = None,
+    ) -> ActivityStep[T]:
+        for err in errors:
+            if not (isinstance(err, type) and issubclass(err, Exception) and attrs.has(err)):
+                raise DeclarationError(
+                    f"activity {self.name}.{name}", [f"declared error {err!r} must be an attrs Exception class"]
+                )
+        step: ActivityStep[T] = ActivityStep(
+            workflow=self,
+            name=name,
+            success=None if success is type(None) else success,
+            errors=tuple(errors),
+            retry=retry,
+            timeout=timeout,
+        )
+        self._add(step)
+        return step
+
+    def sleep(self, name: str) -> SleepStep:
+        step = SleepStep(workflow=self, name=name)
+        self._add(step)
+        return step
+
+    def wait(self, name: str, event: type[E]) -> WaitStep[E]:
+        if self.actor.event_types.get(getattr(event, "__name__", "")) is not event:
+            raise DeclarationError(
+                f"wait {self.name}.{name}", [f"{self.actor.name} declares no event type {event!r}"]
+            )
+        step: WaitStep[E] = WaitStep(workflow=self, name=name, event=event)
+        self._add(step)
+        return step
+
+    def race(self, name: str) -> RaceStep:
+        step = RaceStep(workflow=self, name=name)
+        self._add(step)
+        return step
+
+    def body(
+        self, fn: Callable[[WorkflowContext, I], Awaitable[O]]
+    ) -> Callable[[WorkflowContext, I], Awaitable[O]]:
+        if not inspect.iscoroutinefunction(fn):
+            raise DeclarationError(f"body of {self!r}", ["the body must be an async def"])
+        if self.fn is not None:
+            raise DeclarationError(f"body of {self!r}", ["the workflow already has a body"])
+        self.fn = fn
+        return fn
+
+    def validate(self) -> list[str]:
+        """Problems that can only be seen once the module is loaded (checked by App)."""
+        return [] if self.fn is not None else [f"{self!r} has no body (decorate one with @{self.name}.body)"]

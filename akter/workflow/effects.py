@@ -1,0 +1,82 @@
+"""Effect values: what a workflow body awaits.
+
+An effect is an immutable description; constructing one does nothing. Awaiting it yields the
+effect itself up the body's coroutine chain to akter's driver (``driver.py``), which answers by
+``send``-ing the result back or ``throw``-ing the error in. The body never runs on an event loop,
+so nothing but effects can be awaited in it.
+
+``all_`` (exported as ``akter.all``) runs branches concurrently and returns every result; a
+race (``RaceStep.run``) returns the first. A branch is an effect or a coroutine of effects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine, Generator
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+if TYPE_CHECKING:
+    from akter.workflow.declare import ActivityStep, RaceStep, SleepStep, WaitStep
+
+
+class Effect:
+    """Base of every effect value. ``await effect`` hands it to the driver."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Effect, Any, Any]:
+        result = yield self
+        return result
+
+
+@attrs.frozen(eq=False)
+class ActivityCall(Effect):
+    step: ActivityStep[Any]
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+@attrs.frozen(eq=False)
+class Sleep(Effect):
+    step: SleepStep
+    duration: timedelta
+
+
+@attrs.frozen(eq=False)
+class Wait(Effect):
+    step: WaitStep[Any]
+    where: Callable[[Any], bool] | None
+    timeout: timedelta | None
+
+
+@attrs.frozen(eq=False)
+class Race(Effect):
+    step: RaceStep
+    branches: tuple[Any, ...]
+
+
+@attrs.frozen(eq=False)
+class All(Effect):
+    branches: tuple[Any, ...]
+
+
+def all_(*branches: Any) -> Any:
+    """``await akter.all(a, b, ...)``: run the branches concurrently; a tuple of their results.
+    The first branch to raise cancels the others and its error propagates."""
+    return All(branches=branches)
+
+
+async def _await_one(effect: Effect) -> Any:
+    return await effect
+
+
+def as_coroutine(branch: Any) -> Coroutine[Any, Any, Any]:
+    """A branch as a coroutine the driver can step: effects are wrapped, coroutines kept."""
+    if isinstance(branch, Effect):
+        return _await_one(branch)
+    if isinstance(branch, Coroutine):
+        return branch
+    raise TypeError(f"a branch must be an akter effect or a coroutine of effects, got {type(branch).__name__}")

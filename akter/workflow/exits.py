@@ -1,0 +1,78 @@
+"""Exits: the recorded outcome of a step or an execution, as a tagged union.
+
+Stored (cattrs primitives, then ``codec.frame``)::
+
+    {"ok": value}                                   success (None for clocks; a wait's match
+                                                    is {"seq": n, "event": ...}, a timeout null)
+    {"error": {"type": name, "value": fields}}      a declared error, re-raised as itself
+    {"defect": {"type": name, "message": text},     any other exception; ``retry_at_ms`` when
+     "retry_at_ms": ms}                             another attempt follows at that time
+    {"interrupt": {}}                               the step or execution was interrupted
+    {"winner": i}                                   a race: branch ``i`` won (it is replayed)
+
+Decoding needs the declared types of the step (``Ok`` value type, error classes); anything that
+does not decode is ``CorruptRecord``, never a default (a changed schema is caught earlier by the
+manifest check).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from akter import codec
+from akter.errors import CorruptRecord, Defect, Interrupted
+
+
+@attrs.frozen
+class Ok:
+    value: Any
+
+
+@attrs.frozen
+class Raise:
+    error: BaseException
+
+
+Outcome = Ok | Raise
+
+
+def encode_ok(value: Any, as_type: Any) -> dict[str, Any]:
+    return {"ok": codec.to_primitive(value, as_type)}
+
+
+def encode_error(error: BaseException, declared: Sequence[type[Exception]]) -> dict[str, Any]:
+    """A declared error keeps its class and fields; anything else is recorded as a defect."""
+    if isinstance(error, Interrupted):
+        return {"interrupt": {}}
+    if isinstance(error, tuple(declared)):
+        return {"error": {"type": type(error).__name__, "value": codec.to_primitive(error)}}
+    name = getattr(error, "error_type", "") or type(error).__qualname__
+    return {"defect": {"type": name, "message": str(error)}}
+
+
+def decode(exit_: dict[str, Any], as_type: Any, declared: Sequence[type[Exception]]) -> Outcome:
+    try:
+        if "ok" in exit_:
+            value = exit_["ok"]
+            return Ok(None if as_type is None or value is None else codec.from_primitive(value, as_type))
+        if "error" in exit_:
+            name = exit_["error"]["type"]
+            cls = next((e for e in declared if e.__name__ == name), None)
+            if cls is None:
+                raise CorruptRecord(f"recorded error {name!r} is no longer declared")
+            return Raise(codec.from_primitive(exit_["error"]["value"], cls))
+        if "defect" in exit_:
+            d = exit_["defect"]
+            return Raise(Defect(d["message"], error_type=d["type"]))
+        if "interrupt" in exit_:
+            return Raise(Interrupted("interrupted"))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptRecord(f"recorded exit {exit_!r} does not decode: {exc}") from exc
+    raise CorruptRecord(f"recorded exit {exit_!r} has no known tag")
+
+
+def is_retryable_defect(exit_: dict[str, Any] | None) -> bool:
+    return exit_ is not None and "defect" in exit_ and "retry_at_ms" in exit_

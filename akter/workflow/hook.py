@@ -1,0 +1,106 @@
+"""The workflow layer's part in every turn (a kernel ``TurnHook``).
+
+Inside the turn's transaction, under the owner's row lock:
+
+* staged starts insert their execution rows (a repeated keyed start attaches) and arm their
+  timers due now, with a ``NOTIFY`` so the owning relay begins at once;
+* a resume marks its execution running and turns its timer into a recovery timer;
+* emitted events make the timers of pending matching waits due now (invariant 6).
+
+After commit, a resume hands its execution to this process's workflow runner. The kernel never
+imports this module; ``akter.App`` registers the hook when an actor type declares workflows.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from akter import codec
+from akter.actor.kernel import Committed
+from akter.actor.turn import Turn
+from akter.callers import System
+from akter.ids import ActorRef, ExecutionId
+from akter.outbox.intents import encode_caller
+from akter.workflow import manifest, queries
+from akter.workflow.commands import LAYER, ResumeMark, StartMark
+from akter.workflow.declare import WaitStep, Workflow
+
+if TYPE_CHECKING:
+    from akter.actor.declare import Actor
+    from akter.workflow.runner import WorkflowRunner
+
+log = logging.getLogger("akter.workflow")
+
+#: how far ahead a running execution's recovery timer is armed
+RECOVERY_INTERVAL = timedelta(seconds=30)
+
+
+def wait_tags(workflows: dict[str, Workflow[Any, Any]]) -> frozenset[str]:
+    return frozenset(
+        step.event.__name__ for wf in workflows.values() for step in wf.steps.values() if isinstance(step, WaitStep)
+    )
+
+
+def principal_caller(ref: ActorRef, turn: Turn[Any]) -> bytes:
+    """The caller every resume of an execution runs as: the timer, on behalf of the principal
+    that started it (names only; invariant 9)."""
+    return encode_caller(System(source="timer", ref=str(ref), on_behalf_of=turn.principal))
+
+
+class WorkflowHook:
+    def __init__(self, actors: dict[str, Actor[Any]], recovery: timedelta = RECOVERY_INTERVAL) -> None:
+        self.recovery = recovery
+        #: per actor type, the event tags some workflow step waits on
+        self.tags = {name: wait_tags(a.extensions.get("workflows", {})) for name, a in actors.items()}
+        self.runners: list[WorkflowRunner] = []
+        self._resumed: dict[str, tuple[ActorRef, ExecutionId]] = {}
+
+    async def before_commit(self, conn: psycopg.AsyncConnection[Any], turn: Turn[Any], record: Committed) -> None:
+        ref = record.ref
+        notify = False
+        base = {**ref.key_params(), "bucket": ref.bucket}
+        for item in turn.staged.get(LAYER, ()):
+            if isinstance(item, StartMark):
+                notify = True
+                await conn.execute(queries.START, {**base, **self._start_params(turn, item)})
+            elif isinstance(item, ResumeMark):
+                due = datetime.fromtimestamp(record.now_ms / 1000, tz=UTC) + self.recovery
+                await conn.execute(queries.RESUME_TURN, {**base, "eid": str(item.execution_id), "due": due})
+                self._resumed[record.command_id] = (ref, item.execution_id)
+        if record.events:
+            tags = sorted({tag for _, tag, _ in record.events} & self.tags.get(ref.actor_type, frozenset()))
+            if tags:
+                cur = await conn.execute(queries.WAKE_WAITS, {**base, "tags": tags, "due": None})
+                notify = notify or cur.rowcount > 0
+        if notify:
+            await conn.execute("SELECT pg_notify('akter_outbox', %s)", (str(ref.bucket),))
+
+    def _start_params(self, turn: Turn[Any], item: StartMark) -> dict[str, Any]:
+        workflow = item.workflow
+        m, digest = manifest.of(workflow)
+        return {
+            "eid": str(item.execution_id),
+            "workflow": workflow.name,
+            "key": item.execution_id.key,
+            "manifest_hash": digest,
+            "payload": codec.encode(item.payload, workflow.input),
+            "principal": principal_caller(turn.ref, turn),
+            "versions": json.dumps({k: v.current for k, v in workflow.versions.items()}),
+            "due": None,
+        }
+
+    def after_commit(self, record: Committed) -> None:
+        resumed = self._resumed.pop(record.command_id, None)
+        if resumed is None:
+            return
+        ref, eid = resumed
+        for runner in self.runners:
+            if runner.owns(ref):
+                runner.schedule(ref, eid)
+                return
+        log.warning("execution %s resumed in a process whose runner does not own %s", eid, ref)

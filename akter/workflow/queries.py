@@ -1,0 +1,375 @@
+"""The SQL of workflow executions and steps.
+
+Every engine write (a step written pending, a step settled, a suspension, a finish) is *fenced*:
+it locks the owner's ``actor_generations`` row ``FOR UPDATE`` only where the generation still
+equals the one this runner's activation took, and writes from that row. A stale runner's fence
+selects nothing, so its write changes nothing and it abandons the pass (invariant 1).
+
+The execution's keyed timer is an ``actor_outbox`` row with ``timer_key = 'wf:' || execution id``
+whose command is the internal ``akter.wf.resume``: arming replaces it (``ON CONFLICT`` on the
+timer-key index), finishing deletes it. The stored caller is the execution's ``principal``
+column, already encoded as the outbox's System caller, so SQL can arm a timer without Python.
+"""
+
+from __future__ import annotations
+
+from typing import LiteralString
+
+RESUME = "akter.wf.resume"
+
+OWNER = (
+    "routing_key = %(rk)s AND tenant = %(tenant)s AND actor_type = %(actor_type)s AND actor_id = %(actor_id)s"
+)
+
+# The fence: the owner row, locked, only while our generation holds.
+_FENCE = f"""fence AS (
+    SELECT generation FROM actor_generations
+     WHERE {OWNER} AND generation = %(generation)s
+       FOR UPDATE)"""
+
+# A resume payload is framed raw JSON ({"execution_id": ...}); codec.unframe reads it.
+_RESUME_PAYLOAD = "'\\x00'::bytea || convert_to(json_build_object('execution_id', {eid})::text, 'UTF8')"
+
+# Arm (insert or replace) the execution's timer at %(due)s (NULL = now). Appended to statements
+# that select the execution row as "x" and the deployment's retry window as "w".
+_ARM_FROM = """
+INSERT INTO actor_outbox (routing_key, tenant, actor_type, actor_id, intent_id, bucket, due_at,
+                          timer_key, target_type, target_id, command, payload, caller, created_at)
+SELECT x.routing_key, x.tenant, x.actor_type, x.actor_id,
+       'v1.' || (extract(epoch FROM akter_now()) * 1000)::bigint || '.'
+             || ((extract(epoch FROM coalesce(%(due)s::timestamptz, akter_now())) * 1000)::bigint + w.ms)
+             || '.' || md5(random()::text || clock_timestamp()::text),
+       %(bucket)s, coalesce(%(due)s::timestamptz, akter_now()), 'wf:' || x.execution_id,
+       x.actor_type, x.actor_id, 'akter.wf.resume', {payload}, x.principal, akter_now()
+  FROM {source} x,
+       (SELECT (extract(epoch FROM retry_window) * 1000)::bigint AS ms FROM actor_deployment) w
+ON CONFLICT (routing_key, tenant, actor_type, actor_id, timer_key) WHERE timer_key IS NOT NULL
+DO UPDATE SET intent_id = excluded.intent_id, due_at = excluded.due_at, payload = excluded.payload,
+              caller = excluded.caller, attempts = 0, last_error = NULL, claim = NULL,
+              claimed_by = NULL, created_at = excluded.created_at"""
+
+
+def _arm_from(source: str) -> str:
+    return _ARM_FROM.format(source=source, payload=_RESUME_PAYLOAD.format(eid="x.execution_id"))
+
+
+# A start: insert the execution (a repeated keyed start attaches: DO NOTHING) with its cursor at
+# the owner's event sequence as it stands before this turn's own events are written (the turn
+# hooks run before the kernel's write), and arm its timer due now.
+START: LiteralString = (
+    """
+WITH g AS (SELECT event_seq FROM actor_generations WHERE """
+    + OWNER
+    + """),
+ins AS (
+    INSERT INTO actor_workflow_executions
+        (routing_key, execution_id, tenant, actor_type, actor_id, workflow, key, manifest_hash,
+         payload, principal, versions, event_cursor, status, started_at, updated_at)
+    SELECT %(rk)s, %(eid)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(workflow)s, %(key)s,
+           %(manifest_hash)s, %(payload)s, %(principal)s, %(versions)s::jsonb, g.event_seq,
+           'running', akter_now(), akter_now()
+      FROM g
+    ON CONFLICT (routing_key, execution_id) DO NOTHING
+    RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal)
+"""
+    + _arm_from("ins")
+)  # type: ignore[assignment]
+
+# A resume turn: the execution is running again, and its timer becomes a recovery timer a fixed
+# interval ahead, so that if this process dies before the pass suspends or finishes, the relay
+# delivers another resume.
+RESUME_TURN: LiteralString = (
+    """
+WITH x AS (
+    UPDATE actor_workflow_executions SET status = 'running', updated_at = akter_now()
+     WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND status <> 'finished'
+    RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal)
+"""
+    + _arm_from("x")
+)  # type: ignore[assignment]
+
+# A turn emitted events: executions of this owner with a pending wait on one of their tags get
+# their timer due now (inserted if the wait had none), so no event is missed (invariant 6).
+WAKE_WAITS: LiteralString = (
+    """
+WITH x AS (
+    SELECT DISTINCT e.routing_key, e.execution_id, e.tenant, e.actor_type, e.actor_id, e.principal
+      FROM actor_workflow_step s
+      JOIN actor_workflow_executions e
+        ON e.routing_key = s.routing_key AND e.execution_id = s.execution_id
+     WHERE s.routing_key = %(rk)s AND s.kind = 'wait' AND s.exit IS NULL
+       AND s.wait_tag = ANY(%(tags)s::text[])
+       AND e.tenant = %(tenant)s AND e.actor_type = %(actor_type)s AND e.actor_id = %(actor_id)s
+       AND e.status <> 'finished')
+"""
+    + _arm_from("x")
+    + " RETURNING 1"
+)  # type: ignore[assignment]
+
+# An interrupt from any process: flag it and make the timer due now, under the owner's row lock.
+INTERRUPT: LiteralString = (
+    """
+WITH lock AS (SELECT 1 FROM actor_generations WHERE """
+    + OWNER
+    + """ FOR UPDATE),
+x AS (
+    UPDATE actor_workflow_executions SET interrupt = true, updated_at = akter_now()
+     WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND status <> 'finished'
+       AND EXISTS (SELECT 1 FROM lock)
+    RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal)
+"""
+    + _arm_from("x")
+    + " RETURNING 1"
+)  # type: ignore[assignment]
+
+# A pass reads the execution and all its steps in one query.
+LOAD: LiteralString = """
+SELECT e.workflow, e.key, e.manifest_hash, e.payload, e.principal, e.versions, e.event_cursor,
+       e.status, e.interrupt, (extract(epoch FROM akter_now()) * 1000)::bigint AS now_ms,
+       s.step, s.attempt, s.kind, s.exit, (extract(epoch FROM s.due_at) * 1000)::bigint AS due_ms,
+       (extract(epoch FROM s.started_at) * 1000)::bigint AS started_ms, s.wait_cursor, s.scanned
+  FROM actor_workflow_executions e
+  LEFT JOIN actor_workflow_step s ON s.routing_key = e.routing_key AND s.execution_id = e.execution_id
+ WHERE e.routing_key = %(rk)s AND e.execution_id = %(eid)s
+ ORDER BY s.step, s.attempt"""
+
+ACTIVATE: LiteralString = (
+    "UPDATE actor_generations SET generation = generation + 1 WHERE " + OWNER + " RETURNING generation"
+)  # type: ignore[assignment]
+
+# An activity attempt written pending before its work starts (a rerun finds its own row and
+# reuses it), with the timer moved to a recovery time ahead.
+BEGIN_ATTEMPT: LiteralString = (
+    "WITH "
+    + _FENCE
+    + """,
+st AS (
+    INSERT INTO actor_workflow_step (routing_key, execution_id, step, attempt, kind, started_at)
+    SELECT %(rk)s, %(eid)s, %(step)s, %(attempt)s, 'activity', akter_now() FROM fence
+    ON CONFLICT (routing_key, execution_id, step, attempt) DO UPDATE SET kind = excluded.kind
+    RETURNING (extract(epoch FROM started_at) * 1000)::bigint AS started_ms, exit),
+x AS (SELECT routing_key, execution_id, tenant, actor_type, actor_id, principal
+        FROM actor_workflow_executions, fence
+       WHERE routing_key = %(rk)s AND execution_id = %(eid)s),
+arm AS ("""
+    + _arm_from("x")
+    + """ RETURNING 1)
+SELECT (SELECT count(*) FROM fence) AS fenced, st.started_ms, st.exit FROM (SELECT 1) one LEFT JOIN st ON true"""
+)  # type: ignore[assignment]
+
+# Settle a step exactly once; the loser of a settle race reads the winner's exit.
+SETTLE: LiteralString = (
+    "WITH "
+    + _FENCE
+    + """,
+up AS (
+    UPDATE actor_workflow_step s SET exit = %(exit)s, settled_at = akter_now()
+      FROM fence
+     WHERE s.routing_key = %(rk)s AND s.execution_id = %(eid)s AND s.step = %(step)s
+       AND s.attempt = %(attempt)s AND s.exit IS NULL
+    RETURNING s.exit)
+SELECT (SELECT count(*) FROM fence) AS fenced,
+       coalesce((SELECT exit FROM up),
+                (SELECT exit FROM actor_workflow_step
+                  WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND step = %(step)s
+                    AND attempt = %(attempt)s)) AS exit"""
+)  # type: ignore[assignment]
+
+# A step recorded settled at once (a race's winner, a version marker) or pending with a due
+# time recorded once (a clock, a wait's deadline). DO NOTHING keeps the first record.
+RECORD: LiteralString = (
+    "WITH "
+    + _FENCE
+    + """,
+ins AS (
+    INSERT INTO actor_workflow_step (routing_key, execution_id, step, attempt, kind, exit, due_at,
+                                     wait_tag, wait_cursor, scanned, started_at, settled_at)
+    SELECT %(rk)s, %(eid)s, %(step)s, 1, %(kind)s, %(exit)s,
+           akter_now() + %(after_ms)s * interval '1 millisecond',
+           %(wait_tag)s, %(cursor)s, %(cursor)s, akter_now(),
+           CASE WHEN %(exit)s::bytea IS NULL THEN NULL ELSE akter_now() END
+      FROM fence
+    ON CONFLICT (routing_key, execution_id, step, attempt) DO NOTHING)
+SELECT (SELECT count(*) FROM fence) AS fenced"""
+)  # type: ignore[assignment]
+
+STEP_ROW: LiteralString = """
+SELECT step, attempt, kind, exit, (extract(epoch FROM due_at) * 1000)::bigint AS due_ms,
+       (extract(epoch FROM started_at) * 1000)::bigint AS started_ms, wait_cursor, scanned
+  FROM actor_workflow_step
+ WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND step = %(step)s
+ ORDER BY attempt"""
+
+# A clock settles only once the database clock has passed its recorded due time.
+SETTLE_CLOCK: LiteralString = (
+    "WITH "
+    + _FENCE
+    + """,
+up AS (
+    UPDATE actor_workflow_step s SET exit = %(exit)s, settled_at = akter_now()
+      FROM fence
+     WHERE s.routing_key = %(rk)s AND s.execution_id = %(eid)s AND s.step = %(step)s
+       AND s.attempt = 1 AND s.exit IS NULL AND s.due_at <= akter_now()
+    RETURNING 1)
+SELECT (SELECT count(*) FROM fence) AS fenced, (SELECT count(*) FROM up) AS settled"""
+)  # type: ignore[assignment]
+
+# The events a pending wait has not scanned yet (of its tag, after its scanned mark), with the
+# database clock; the predicate runs in Python, outside any lock.
+SCAN: LiteralString = """
+SELECT sequence, value, (extract(epoch FROM created_at) * 1000)::bigint AS created_ms,
+       (extract(epoch FROM akter_now()) * 1000)::bigint AS now_ms
+  FROM actor_events
+ WHERE routing_key = %(rk)s AND tenant = %(tenant)s AND actor_type = %(actor_type)s
+   AND actor_id = %(actor_id)s AND tag = %(tag)s AND sequence > %(after)s
+ ORDER BY sequence
+ LIMIT %(limit)s"""
+
+# A wait settles with a match (advancing the execution's cursor) or with its timeout — the
+# latter only if no event of its tag beyond the scanned mark exists, checked under the fence's
+# row lock, so no emitting turn can commit in between.
+SETTLE_WAIT: LiteralString = (
+    "WITH "
+    + _FENCE
+    + """,
+unscanned AS (
+    SELECT 1 FROM actor_events ev, fence
+     WHERE ev.routing_key = %(rk)s AND ev.tenant = %(tenant)s AND ev.actor_type = %(actor_type)s
+       AND ev.actor_id = %(actor_id)s AND ev.tag = %(tag)s AND ev.sequence > %(scanned)s
+       AND ev.created_at <= (SELECT due_at FROM actor_workflow_step
+                              WHERE routing_key = %(rk)s AND execution_id = %(eid)s
+                                AND step = %(step)s AND attempt = 1)
+       AND %(timeout)s
+     LIMIT 1),
+up AS (
+    UPDATE actor_workflow_step s SET exit = %(exit)s, settled_at = akter_now(), scanned = %(scanned)s
+      FROM fence
+     WHERE s.routing_key = %(rk)s AND s.execution_id = %(eid)s AND s.step = %(step)s
+       AND s.attempt = 1 AND s.exit IS NULL AND NOT EXISTS (SELECT 1 FROM unscanned)
+    RETURNING 1),
+cur AS (
+    UPDATE actor_workflow_executions x SET event_cursor = greatest(x.event_cursor, %(cursor)s)
+      FROM up
+     WHERE x.routing_key = %(rk)s AND x.execution_id = %(eid)s AND NOT %(timeout)s)
+SELECT (SELECT count(*) FROM fence) AS fenced, (SELECT count(*) FROM up) AS settled"""
+)  # type: ignore[assignment]
+
+MARK_SCANNED: LiteralString = (
+    "WITH "
+    + _FENCE
+    + """
+UPDATE actor_workflow_step s SET scanned = greatest(s.scanned, %(scanned)s)
+  FROM fence
+ WHERE s.routing_key = %(rk)s AND s.execution_id = %(eid)s AND s.step = %(step)s AND s.attempt = 1
+RETURNING 1 AS fenced"""
+)  # type: ignore[assignment]
+
+# Suspension, under the fence: refused (nothing written) when an interrupt is pending or an
+# event a pending wait has not scanned exists — the pass goes on instead. Otherwise the
+# execution is suspended and its timer armed at %(due)s, or deleted when nothing is due.
+SUSPEND_CHECK: LiteralString = (
+    "WITH "
+    + _FENCE
+    + """
+SELECT (SELECT count(*) FROM fence) AS fenced,
+       (SELECT interrupt FROM actor_workflow_executions
+         WHERE routing_key = %(rk)s AND execution_id = %(eid)s) AS interrupt,
+       EXISTS (
+         SELECT 1 FROM actor_workflow_step s
+           JOIN actor_events ev
+             ON ev.routing_key = s.routing_key AND ev.tenant = %(tenant)s
+            AND ev.actor_type = %(actor_type)s AND ev.actor_id = %(actor_id)s
+            AND ev.tag = s.wait_tag AND ev.sequence > s.scanned
+          WHERE s.routing_key = %(rk)s AND s.execution_id = %(eid)s AND s.kind = 'wait'
+            AND s.exit IS NULL) AS unscanned"""
+)  # type: ignore[assignment]
+
+SUSPEND: LiteralString = (
+    """
+WITH x AS (
+    UPDATE actor_workflow_executions SET status = 'suspended', updated_at = akter_now()
+     WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND status <> 'finished'
+    RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal)
+"""
+    + _arm_from("x")
+)  # type: ignore[assignment]
+
+SUSPEND_IDLE: LiteralString = """
+WITH x AS (
+    UPDATE actor_workflow_executions SET status = 'suspended', updated_at = akter_now()
+     WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND status <> 'finished'
+    RETURNING 1)
+DELETE FROM actor_outbox
+ WHERE routing_key = %(rk)s AND tenant = %(tenant)s AND actor_type = %(actor_type)s
+   AND actor_id = %(actor_id)s AND timer_key = 'wf:' || %(eid)s"""
+
+LEAVE_BLOCKED: LiteralString = (
+    "WITH "
+    + _FENCE
+    + """,
+x AS (
+    UPDATE actor_workflow_executions e SET status = 'suspended', blocked_reason = %(reason)s,
+           updated_at = akter_now()
+      FROM fence
+     WHERE e.routing_key = %(rk)s AND e.execution_id = %(eid)s AND e.status <> 'finished'
+    RETURNING e.routing_key, e.execution_id, e.tenant, e.actor_type, e.actor_id, e.principal)
+"""
+    + _arm_from("x")
+)  # type: ignore[assignment]
+
+# Finishing: the first terminal write wins (status <> 'finished'); pending steps (a race's
+# losers, an interrupted attempt) are settled as interrupted; the timer is deleted; waiting
+# clients are notified.
+FINISH: LiteralString = (
+    "WITH "
+    + _FENCE
+    + """,
+done AS (
+    UPDATE actor_workflow_executions e
+       SET status = 'finished', outcome = %(outcome)s, result = %(result)s,
+           finished_at = akter_now(), updated_at = akter_now(), blocked_reason = NULL
+      FROM fence
+     WHERE e.routing_key = %(rk)s AND e.execution_id = %(eid)s AND e.status <> 'finished'
+    RETURNING 1),
+pending AS (
+    UPDATE actor_workflow_step s SET exit = %(interrupt_exit)s, settled_at = akter_now()
+      FROM done
+     WHERE s.routing_key = %(rk)s AND s.execution_id = %(eid)s AND s.exit IS NULL
+    RETURNING 1),
+timer AS (
+    DELETE FROM actor_outbox o USING done
+     WHERE o.routing_key = %(rk)s AND o.tenant = %(tenant)s AND o.actor_type = %(actor_type)s
+       AND o.actor_id = %(actor_id)s AND o.timer_key = 'wf:' || %(eid)s
+    RETURNING 1),
+steps AS (
+    DELETE FROM actor_workflow_step s USING done
+     WHERE %(drop_steps)s AND s.routing_key = %(rk)s AND s.execution_id = %(eid)s
+    RETURNING 1)
+SELECT (SELECT count(*) FROM fence) AS fenced, (SELECT count(*) FROM done) AS finished,
+       pg_notify('akter_finished', %(eid)s)"""
+)  # type: ignore[assignment]
+
+POLL: LiteralString = """
+SELECT status, outcome, result, interrupt, blocked_reason
+  FROM actor_workflow_executions
+ WHERE routing_key = %(rk)s AND execution_id = %(eid)s"""
+
+# Retention: finished executions older than the retention, with their steps, in bounded batches.
+PRUNE: LiteralString = """
+WITH old AS (
+    SELECT routing_key, execution_id FROM actor_workflow_executions
+     WHERE status = 'finished' AND finished_at < akter_now() - %(retention_ms)s * interval '1 millisecond'
+     ORDER BY finished_at
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED),
+steps AS (
+    DELETE FROM actor_workflow_step s USING old
+     WHERE s.routing_key = old.routing_key AND s.execution_id = old.execution_id)
+DELETE FROM actor_workflow_executions x USING old
+ WHERE x.routing_key = old.routing_key AND x.execution_id = old.execution_id
+RETURNING 1"""
+
+ACCEPT_MANIFEST: LiteralString = """
+INSERT INTO actor_workflow_manifests (actor_type, workflow, manifest_hash, manifest)
+VALUES (%(actor_type)s, %(workflow)s, %(manifest_hash)s, %(manifest)s::jsonb)
+ON CONFLICT DO NOTHING"""

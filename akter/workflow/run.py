@@ -1,0 +1,194 @@
+"""Handles on executions, and the workflow-aware client that ``App.client()`` returns.
+
+``WorkflowActorHandle.start(Workflow, input)`` sends the member's start command (a turn) and
+returns a ``Run``; ``client.run(Workflow, execution_id)`` re-attaches from an id alone. A
+``Run`` polls, waits for the result (``LISTEN akter_finished``, with polling as the fallback)
+and interrupts. Ids are checked before anything is read: a malformed id, another tenant's, or
+another member's is ``InvalidExecutionId``.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Any, Generic, TypeVar
+
+import attrs
+import psycopg
+from psycopg.rows import dict_row
+from returns.result import Failure, Result, Success
+
+from akter import codec
+from akter.actor.client import ActorHandle, Client, SyncActorHandle, SyncClient
+from akter.actor.declare import Actor
+from akter.callers import Caller
+from akter.errors import InvalidExecutionId
+from akter.ids import ActorRef, CommandId, ExecutionId, check_execution_key
+from akter.store.pool import connection_kwargs
+from akter.workflow import exits, queries
+from akter.workflow.declare import Workflow
+from akter.workflow.exits import Ok
+
+S = TypeVar("S")
+I = TypeVar("I")  # noqa: E741 -- a workflow's input type
+O = TypeVar("O")
+
+POLL_FALLBACK = 1.0
+
+
+@attrs.frozen
+class Status:
+    """What ``run.poll()`` returns. ``result`` is set once ``status == "finished"``;
+    ``blocked_reason`` says why a runner left the execution suspended without running it."""
+
+    status: str
+    outcome: str | None
+    result: Result[Any, Exception] | None
+    interrupt_requested: bool
+    blocked_reason: str | None
+
+    @property
+    def finished(self) -> bool:
+        return self.status == "finished"
+
+
+def decode_result(workflow: Workflow[Any, Any], data: bytes) -> Result[Any, Exception]:
+    outcome = exits.decode(codec.decode_primitive(data), workflow.output, workflow.errors)
+    if isinstance(outcome, Ok):
+        return Success(outcome.value)
+    error = outcome.error
+    assert isinstance(error, Exception)
+    return Failure(error)
+
+
+class Run(Generic[O]):
+    """One execution, seen from a client."""
+
+    def __init__(self, runtime: Any, workflow: Workflow[Any, O], eid: ExecutionId) -> None:
+        self._runtime = runtime
+        self.workflow = workflow
+        self._eid = eid
+        self.execution_id = str(eid)
+        self._params = {**eid.owner.key_params(), "eid": self.execution_id, "bucket": eid.owner.bucket}
+
+    def __repr__(self) -> str:
+        return f"<Run {self.workflow!r} {self._eid.key!r}>"
+
+    async def poll(self) -> Status:
+        async with self._runtime.pool.connection() as conn:
+            return await self._poll(conn)
+
+    async def _poll(self, conn: psycopg.AsyncConnection[Any]) -> Status:
+        cur = conn.cursor(row_factory=dict_row)
+        await cur.execute(queries.POLL, self._params)
+        row = await cur.fetchone()
+        if row is None:
+            raise InvalidExecutionId(f"no execution {self.execution_id} exists")
+        result = None if row["result"] is None else decode_result(self.workflow, bytes(row["result"]))
+        return Status(row["status"], row["outcome"], result, row["interrupt"], row["blocked_reason"])
+
+    async def result(self, timeout: float | timedelta | None = None) -> Result[O, Exception]:
+        """Wait for the outcome: ``Success(output)`` or ``Failure(error)`` — a declared error,
+        ``Interrupted``, or a ``Defect``. ``ResultTimeout`` if ``timeout`` passes first."""
+        from akter.errors import ResultTimeout
+
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        deadline = None if seconds is None else time.monotonic() + seconds
+        kwargs = connection_kwargs(self._runtime.url, name="akter-result")
+        async with await psycopg.AsyncConnection.connect(self._runtime.url, **kwargs) as conn:
+            await conn.execute("LISTEN akter_finished")
+            while True:
+                status = await self._poll(conn)
+                if status.result is not None:
+                    return status.result
+                wait = POLL_FALLBACK
+                if deadline is not None:
+                    wait = min(wait, deadline - time.monotonic())
+                    if wait <= 0:
+                        raise ResultTimeout(f"{self.execution_id} did not finish within {seconds}s")
+                async for note in conn.notifies(timeout=wait, stop_after=1):
+                    del note  # any finish: re-poll (cheap), rather than trust payload truncation
+
+    async def interrupt(self) -> None:
+        """Ask the execution to stop: it replays to its first unsettled step, runs its
+        compensations, and finishes as interrupted. A finished execution is left as it is."""
+        async with self._runtime.pool.connection() as conn:
+            cur = await conn.execute(queries.INTERRUPT, {**self._params, "due": None})
+            if cur.rowcount:
+                await conn.execute("SELECT pg_notify('akter_outbox', %s)", (str(self._eid.owner.bucket),))
+
+
+def parse_for(workflow: Workflow[Any, Any], execution_id: object, tenant: str, owner: ActorRef | None = None) -> ExecutionId:
+    eid = ExecutionId.parse(execution_id)
+    if eid.owner.tenant != tenant:
+        raise InvalidExecutionId("the execution id belongs to another tenant")
+    if eid.owner.actor_type != workflow.actor.name or eid.workflow != workflow.name:
+        raise InvalidExecutionId(f"the execution id is not of {workflow!r}")
+    if owner is not None and eid.owner != owner:
+        raise InvalidExecutionId(f"the execution id is not owned by {owner}")
+    return eid
+
+
+class WorkflowActorHandle(ActorHandle[S]):
+    """An actor handle that can also start and find workflow executions."""
+
+    async def start(self, workflow: Workflow[I, O], payload: I, *, command_id: str | None = None) -> Run[O]:
+        """Start an execution (a turn running the member's start command). With a ``key``
+        function on the workflow, a repeated start attaches to the running execution."""
+        if workflow.actor is not self.actor:
+            raise InvalidExecutionId(f"{workflow!r} is not a member of {self.actor.name}")
+        if workflow.key is not None:
+            ExecutionId(self.ref, workflow.name, check_execution_key(workflow.key(payload)))
+        cid = CommandId.parse(command_id) if command_id is not None else self._runtime.mint_command_id()
+        if workflow.key is None:
+            ExecutionId(self.ref, workflow.name, str(cid))
+        record = await self._runtime.send(self.ref, workflow.start_command, payload, cid, self.caller)
+        return Run(self._runtime, workflow, ExecutionId.parse(record.outcome.unwrap()))
+
+    def run(self, workflow: Workflow[Any, O], execution_id: str) -> Run[O]:
+        return Run(self._runtime, workflow, parse_for(workflow, execution_id, self.ref.tenant, self.ref))
+
+
+class WorkflowClient(Client):
+    def actor(self, actor: Actor[S], actor_id: str, *, tenant: str, caller: Caller | None = None) -> WorkflowActorHandle[S]:
+        self.runtime.app.check_declared(actor)
+        ref = ActorRef(tenant=tenant, actor_type=actor.name, actor_id=actor_id)
+        return WorkflowActorHandle(self.runtime, actor, ref, caller if caller is not None else self.caller)
+
+    def run(self, workflow: Workflow[Any, O], execution_id: str, *, tenant: str) -> Run[O]:
+        """Re-attach to an execution from its id, within ``tenant``."""
+        return Run(self.runtime, workflow, parse_for(workflow, execution_id, tenant))
+
+
+class SyncRun(Generic[O]):
+    def __init__(self, loop: Any, run: Run[O]) -> None:
+        self._loop = loop
+        self._run = run
+        self.execution_id = run.execution_id
+
+    def poll(self) -> Status:
+        return self._loop.run(self._run.poll())  # type: ignore[no-any-return]
+
+    def result(self, timeout: float | timedelta | None = None) -> Result[O, Exception]:
+        return self._loop.run(self._run.result(timeout))  # type: ignore[no-any-return]
+
+    def interrupt(self) -> None:
+        self._loop.run(self._run.interrupt())
+
+
+class SyncWorkflowActorHandle(SyncActorHandle[S]):
+    def start(self, workflow: Workflow[I, O], payload: I, *, command_id: str | None = None) -> SyncRun[O]:
+        handle = self._handle
+        assert isinstance(handle, WorkflowActorHandle)
+        return SyncRun(self._loop, self._loop.run(handle.start(workflow, payload, command_id=command_id)))
+
+
+class SyncWorkflowClient(SyncClient):
+    def actor(self, actor: Actor[S], actor_id: str, *, tenant: str, caller: Caller | None = None) -> SyncWorkflowActorHandle[S]:
+        return SyncWorkflowActorHandle(self._loop, self._client.actor(actor, actor_id, tenant=tenant, caller=caller))
+
+    def run(self, workflow: Workflow[Any, O], execution_id: str, *, tenant: str) -> SyncRun[O]:
+        client = self._client
+        assert isinstance(client, WorkflowClient)
+        return SyncRun(self._loop, client.run(workflow, execution_id, tenant=tenant))
+

@@ -1,0 +1,194 @@
+"""The workflow runner: runs the passes of the executions whose owners this relay owns.
+
+It plugs into a relay (``akter.outbox.relay.RelayPlugin``). Every resume arrives as an internal
+turn the relay delivers (invariant 4); after that turn commits, the workflow hook hands the
+execution here and a ``Pass`` runs it. Before an actor's first pass in this process the runner
+*activates* it: it takes a new generation on the actor row, and every write of its passes
+proves that generation still holds. If another process activates the actor later (ownership
+moved), this runner's writes fence out, and it forgets the activation.
+
+A resume for an execution whose pass is already running wakes that pass (a new event, an
+interrupt) instead of starting a second one; if it arrives as the pass is ending, the pass is
+run again, so no wake-up is lost.
+
+The runner also does retention: finished executions (and their steps) older than the
+deployment's ``workflow_retention`` (default 7 days, never less than the retry window) and
+expired receipts are deleted in bounded batches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from akter.ids import ActorRef, ExecutionId
+from akter.store.sqlstate import is_connection_lost
+from akter.workflow import queries
+from akter.workflow.declare import Workflow
+from akter.workflow.hook import WorkflowHook
+from akter.workflow.passes import Pass
+
+if TYPE_CHECKING:
+    from akter.app import App, Runtime
+    from akter.outbox.relay import Relay
+
+log = logging.getLogger("akter.workflow")
+
+PRUNE_RECEIPTS = """
+DELETE FROM actor_receipts r USING (
+    SELECT routing_key, tenant, actor_type, actor_id, command_id FROM actor_receipts
+     WHERE expires_at < akter_now() ORDER BY expires_at LIMIT %(limit)s) old
+ WHERE r.routing_key = old.routing_key AND r.tenant = old.tenant AND r.actor_type = old.actor_type
+   AND r.actor_id = old.actor_id AND r.command_id = old.command_id"""
+
+
+class WorkflowRunner:
+    def __init__(
+        self,
+        app: App,
+        hook: WorkflowHook,
+        *,
+        recheck: timedelta = timedelta(seconds=60),
+        drop_steps: bool = False,
+        prune_every: timedelta = timedelta(minutes=1),
+        prune_batch: int = 1000,
+    ) -> None:
+        self.app = app
+        self.hook = hook
+        #: how soon an execution this runner cannot replay is offered again
+        self.recheck = recheck
+        #: delete steps when an execution finishes (smallest tables; no inspection afterwards)
+        self.drop_steps = drop_steps
+        self.prune_every = prune_every
+        self.prune_batch = prune_batch
+        self._relay: Relay | None = None
+        self._generations: dict[ActorRef, int] = {}
+        self._activating: dict[ActorRef, asyncio.Lock] = {}
+        #: passes running per actor; an actor with none is forgotten, so suspended executions
+        #: cost this process no memory (the next pass simply activates again)
+        self._running: dict[ActorRef, int] = {}
+        self._passes: dict[str, Pass] = {}
+        self._rerun: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._quiet = asyncio.Event()
+        self._quiet.set()
+
+    @property
+    def runtime(self) -> Runtime:
+        assert self._relay is not None, "the runner runs inside a relay"
+        return self._relay.runtime
+
+    def workflow(self, actor_type: str, name: str) -> Workflow[Any, Any] | None:
+        actor = self.app.actors.get(actor_type)
+        return None if actor is None else actor.extensions.get("workflows", {}).get(name)
+
+    def owns(self, ref: ActorRef) -> bool:
+        return self._relay is not None and ref.bucket in self._relay.owned()
+
+    async def run(self, relay: Relay) -> None:
+        self._relay = relay
+        self.hook.runners.append(self)
+        try:
+            while True:
+                await asyncio.sleep(self.prune_every.total_seconds())
+                await self.prune()
+        finally:
+            self.hook.runners.remove(self)
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def schedule(self, ref: ActorRef, eid: ExecutionId) -> None:
+        key = str(eid)
+        running = self._passes.get(key)
+        if running is not None:
+            self._rerun.add(key)
+            running.wake.set()
+            return
+        self._quiet.clear()
+        task = asyncio.create_task(self._run_pass(ref, eid), name=f"pass {key[:40]}")
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not self._tasks:
+            self._quiet.set()
+
+    async def idle(self) -> None:
+        """Return when no pass is running or scheduled in this process."""
+        await self._quiet.wait()
+
+    def forget(self, ref: ActorRef, generation: int) -> None:
+        """Drop an activation that fenced out (another process activated the actor since)."""
+        if self._generations.get(ref) == generation:
+            del self._generations[ref]
+
+    async def _activate(self, ref: ActorRef) -> int:
+        # One activation per actor and process: two passes of one actor starting together must
+        # share it, or the second would fence the first out.
+        lock = self._activating.setdefault(ref, asyncio.Lock())
+        async with lock:
+            generation = self._generations.get(ref)
+            if generation is None:
+                async with self.runtime.pool.connection() as conn:
+                    cur = await conn.execute(queries.ACTIVATE, ref.key_params())
+                    row = await cur.fetchone()
+                if row is None:
+                    raise LookupError(f"{ref} has no actor row")
+                generation = self._generations[ref] = int(row[0])
+                log.debug("activated %s at generation %d", ref, generation)
+            return generation
+
+    async def _run_pass(self, ref: ActorRef, eid: ExecutionId) -> None:
+        key = str(eid)
+        self._running[ref] = self._running.get(ref, 0) + 1
+        try:
+            await self._pass_loop(ref, eid, key)
+        finally:
+            self._running[ref] -= 1
+            if not self._running[ref]:
+                del self._running[ref]
+                self._generations.pop(ref, None)
+                self._activating.pop(ref, None)
+
+    async def _pass_loop(self, ref: ActorRef, eid: ExecutionId, key: str) -> None:
+        while True:
+            self._rerun.discard(key)
+            try:
+                p = Pass(self, ref, eid, await self._activate(ref))
+                self._passes[key] = p
+                try:
+                    await p.run()
+                finally:
+                    self._passes.pop(key, None)
+            except Exception as exc:
+                if is_connection_lost(exc):
+                    log.warning("pass of %s lost the database (%s); its timer will resume it", key, exc)
+                else:
+                    log.exception("pass of %s failed; its recovery timer will resume it", key)
+                return
+            if key not in self._rerun or not self.owns(ref):
+                return
+
+    async def prune(self) -> int:
+        """One retention round; returns the number of executions deleted."""
+        deleted = 0
+        try:
+            async with self.runtime.pool.connection() as conn:
+                cur = await conn.execute(
+                    "SELECT (extract(epoch FROM greatest(workflow_retention, retry_window)) * 1000)::bigint"
+                    " FROM actor_deployment"
+                )
+                row = await cur.fetchone()
+                assert row is not None
+                cur = await conn.execute(queries.PRUNE, {"retention_ms": row[0], "limit": self.prune_batch})
+                deleted = cur.rowcount
+                await conn.execute(PRUNE_RECEIPTS, {"limit": self.prune_batch})  # type: ignore[arg-type]
+        except Exception as exc:
+            if not is_connection_lost(exc):
+                raise
+            log.warning("retention skipped: %s", exc)
+        return deleted
