@@ -174,7 +174,9 @@ class Driver:
                     needs.setdefault(_need_key(resolved), resolved)
             for join in self._joins():
                 need = self._join_need(join)
-                if need is not None:
+                if need is None:
+                    progressed = progressed or join.parent.next_in is not None
+                else:
                     needs.setdefault(_need_key(need), need)
             if progressed:
                 continue

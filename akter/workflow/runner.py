@@ -121,6 +121,9 @@ class WorkflowRunner:
         """Return when no pass is running or scheduled in this process."""
         await self._quiet.wait()
 
+    def quiet(self) -> bool:
+        return not self._tasks
+
     def forget(self, ref: ActorRef, generation: int) -> None:
         """Drop an activation that fenced out (another process activated the actor since)."""
         if self._generations.get(ref) == generation:

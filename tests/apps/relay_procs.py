@@ -27,7 +27,9 @@ TEST_SETTINGS = {
 class RelayProcess:
     """One ``akter relay`` process."""
 
-    def __init__(self, database_url: str, *, faults: str = "", **settings: str) -> None:
+    def __init__(
+        self, database_url: str, *, faults: str = "", app: str = "tests.apps.relay_app:app", **settings: str
+    ) -> None:
         self.log = tempfile.NamedTemporaryFile(prefix="akter-relay-", suffix=".log", delete=False)  # noqa: SIM115 -- kept open for the child's lifetime
         env = {
             **os.environ,
@@ -38,7 +40,7 @@ class RelayProcess:
             "PYTHONPATH": str(ROOT),
         }
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "akter.cli", "relay", "tests.apps.relay_app:app"],
+            [sys.executable, "-m", "akter.cli", "relay", app],
             env=env,
             cwd=ROOT,
             stdout=self.log,

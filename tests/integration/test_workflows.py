@@ -15,6 +15,7 @@ from akter import testing
 from tests.apps import shop
 from tests.apps.shop import Order, OutOfStock, Pay, Shipped, Ship, Shop, pay
 from tests.integration.conftest import Peek
+from tests.integration.workflow_support import quiet
 
 
 @pytest.fixture(autouse=True)
@@ -27,17 +28,6 @@ async def running(database_url: str) -> AsyncIterator[tuple[akter.App, Any, akte
     app = shop.make_app(database_url)
     async with app.relay() as relay, app.client() as client:
         yield app, relay, client
-
-
-async def quiet(app: akter.App, relay: Any) -> None:
-    """Until nothing is due and no pass runs (a pass may make something due, and back)."""
-    async with asyncio.timeout(30):
-        while True:
-            await relay.idle()
-            await app.workflow_runner.idle()
-            await relay.idle()
-            if not app.workflow_runner._tasks:
-                return
 
 
 async def test_start_runs_to_completion_and_a_keyed_start_attaches(running: Any, peek: Peek) -> None:

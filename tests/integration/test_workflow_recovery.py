@@ -1,0 +1,156 @@
+"""Crashes, stale runners and interrupts: a crash anywhere loses nothing and duplicates nothing.
+
+Process tests start real ``akter relay tests.apps.flows:app`` processes and SIGKILL them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from returns.result import Failure, Success
+
+import akter
+from akter import testing
+from tests.apps import flows
+from tests.apps.flows import Book, Done, Flows, Job, Settle
+from tests.apps.relay_procs import RelayProcess
+from tests.integration.conftest import Peek
+from tests.integration.workflow_support import quiet, running, until
+
+APP = "tests.apps.flows:app"
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> Iterator[None]:
+    flows.CALLS.clear()
+    flows.GATES.clear()
+    yield
+    testing.disarm_all()
+
+
+@pytest.fixture
+async def env(database_url: str) -> AsyncIterator[tuple[akter.App, Any, Any]]:
+    app = flows.make_app(database_url)
+    async with running(app) as (relay, client):
+        yield app, relay, client
+
+
+@pytest.mark.slow
+async def test_a_relay_killed_during_a_sleep_is_replaced_by_another(database_url: str, peek: Peek, clock: testing.Clock) -> None:
+    app = flows.make_app(database_url)
+    first = RelayProcess(database_url, app=APP)
+    second: RelayProcess | None = None
+    try:
+        async with app.client() as client:
+            run = await client.actor(Flows, "p1", tenant="acme").start(Settle, Job("slept", seconds=600))
+            await until(run.poll, lambda s: s.status == "suspended")
+            assert first.kill() == -9
+            second = RelayProcess(database_url, app=APP)
+            await clock.advance(timedelta(seconds=601))
+            result = await run.result(timeout=30)
+        assert result == Success(Done("ledger 2; principal Anonymous(); tenant acme"))
+        assert await peek.count("actor_receipts", "ledger-slept") == 2
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+
+
+@pytest.mark.slow
+async def test_a_runner_killed_mid_activity_is_rerun_with_the_same_derived_ids(
+    database_url: str, peek: Peek, clock: testing.Clock
+) -> None:
+    app = flows.make_app(database_url)
+    dying = RelayProcess(database_url, app=APP, faults="workflow.before_settle=crash")
+    survivor: RelayProcess | None = None
+    try:
+        async with app.client() as client:
+            run = await client.actor(Flows, "p2", tenant="acme").start(Settle, Job("twice", seconds=0))
+            assert dying.wait(timeout=30) == -9, dying.output()
+            # the activity ran and its commands landed, but its attempt was never settled
+            assert await peek.count("actor_receipts", "ledger-twice") == 2
+            assert await peek.rows("SELECT attempt, exit IS NULL FROM actor_workflow_step WHERE step = 'ledger'") == [(1, True)]
+            survivor = RelayProcess(database_url, app=APP)
+            await clock.advance(timedelta(seconds=31))  # the recovery timer armed with the attempt
+            result = await run.result(timeout=30)
+        assert result == Success(Done("ledger 2; principal Anonymous(); tenant acme"))
+        # the rerun repeated both derived ids: the receiver recorded each effect once
+        assert await peek.count("actor_receipts", "ledger-twice") == 2
+        state = await peek.value("SELECT state FROM actor_state WHERE actor_id = 'ledger-twice'")
+        assert b'"effects":["twice-a","twice-b"]' in bytes(state)
+        assert await peek.rows("SELECT attempt, exit IS NULL FROM actor_workflow_step WHERE step = 'ledger'") == [(1, False)]
+    finally:
+        dying.close()
+        if survivor is not None:
+            survivor.close()
+
+
+@pytest.mark.slow
+async def test_tenant_and_principal_come_from_the_record_after_access_was_lost(
+    database_url: str, peek: Peek, clock: testing.Clock
+) -> None:
+    app = flows.make_app(database_url)
+    async with app.client(caller=akter.User("alice")) as client:
+        run = await client.actor(Flows, "p3", tenant="globex").start(Settle, Job("alice", seconds=60))
+        relay = RelayProcess(database_url, app=APP, AKTER_TEST_REVOKED="alice")
+        try:
+            await until(run.poll, lambda s: s.status == "suspended")
+            await clock.advance(timedelta(seconds=61))
+            result = await run.result(timeout=30)
+        finally:
+            relay.close()
+    assert result == Success(Done("ledger 2; principal User(subject='alice'); tenant globex"))
+    state = bytes(await peek.value("SELECT state FROM actor_state WHERE actor_id = 'ledger-alice'"))
+    assert b"globex|system:workflow:user:alice" in state
+
+
+async def test_a_stale_generation_cannot_settle_and_the_run_still_finishes(
+    env: Any, peek: Peek, clock: testing.Clock
+) -> None:
+    app, relay, client = env
+    gate = testing.pause("workflow.before_settle")
+    run = await client.actor(Flows, "p4", tenant="acme").start(Settle, Job("stale", seconds=0))
+    await gate.reached()
+    # another activation takes the actor (as a new owner would)
+    await peek.rows("UPDATE actor_generations SET generation = generation + 1 WHERE actor_id = 'p4' RETURNING 1")
+    gate.release()
+    await quiet(app, relay)
+    assert await peek.rows("SELECT attempt, exit IS NULL FROM actor_workflow_step WHERE step = 'ledger'") == [(1, True)]
+    await clock.advance(timedelta(seconds=31))
+    assert await run.result(timeout=20) == Success(Done("ledger 2; principal Anonymous(); tenant acme"))
+    assert await peek.count("actor_receipts", "ledger-stale") == 2
+
+
+async def test_interrupting_a_running_execution_compensates_once(env: Any, peek: Peek) -> None:
+    app, relay, client = env
+    run = await client.actor(Flows, "p5", tenant="acme").start(Book, Job("run", seconds=600))
+    await until(lambda: peek.value("SELECT count(*) FROM actor_workflow_step WHERE step = 'hold'"), lambda n: n == 1)
+    await run.interrupt()
+    result = await run.result(timeout=20)
+    assert isinstance(result, Failure) and isinstance(result.failure(), akter.Interrupted)
+    await quiet(app, relay)
+    assert flows.CALLS["run-undo"] == 1
+    assert await peek.value("SELECT count(*) FROM actor_workflow_step WHERE exit IS NULL") == 0
+    assert await peek.value("SELECT count(*) FROM actor_outbox WHERE timer_key LIKE 'wf:%%'") == 0
+
+
+async def test_an_interrupt_racing_completion_yields_exactly_one_outcome(env: Any, peek: Peek) -> None:
+    app, relay, client = env
+    run = await client.actor(Flows, "p6", tenant="acme").start(Book, Job("racy", seconds=0))
+    await until(lambda: peek.value("SELECT count(*) FROM actor_workflow_step WHERE step = 'hold'"), lambda n: n == 1)
+    flows.gate("racy-hold").set()
+    await asyncio.gather(run.interrupt(), asyncio.sleep(0))
+    result = await run.result(timeout=20)
+    await quiet(app, relay)
+    status = await run.poll()
+    assert status.result == result
+    if isinstance(result, Success):
+        assert "racy-undo" not in flows.CALLS
+    else:
+        assert isinstance(result.failure(), akter.Interrupted)
+        assert flows.CALLS["racy-undo"] == 1
+    assert await peek.value("SELECT count(*) FROM actor_workflow_step WHERE exit IS NULL") == 0
+    assert await peek.value("SELECT count(*) FROM actor_outbox WHERE timer_key LIKE 'wf:%%'") == 0

@@ -1,0 +1,40 @@
+"""Helpers for workflow tests: run an App with its relay in process, and wait until it is quiet."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import akter
+from akter.outbox.relay import Relay
+
+
+@asynccontextmanager
+async def running(app: akter.App) -> AsyncIterator[tuple[Relay, Any]]:
+    async with app.relay() as relay, app.client() as client:
+        yield relay, client
+
+
+async def quiet(app: akter.App, relay: Relay, timeout: float = 30) -> None:
+    """Until nothing is due and no pass runs (a pass can make something due, and back)."""
+    runner = app.workflow_runner
+    async with asyncio.timeout(timeout):
+        while True:
+            await relay.idle()
+            await runner.idle()
+            await relay.idle()
+            if runner.quiet():
+                return
+
+
+async def until(probe: Callable[[], Awaitable[Any]], done: Callable[[Any], bool], timeout: float = 20) -> Any:
+    """Wait for a condition a test can only observe (a row settled, a status). It polls; it
+    never orders steps by elapsed time."""
+    async with asyncio.timeout(timeout):
+        while True:
+            value = await probe()
+            if done(value):
+                return value
+            await asyncio.sleep(0.01)
