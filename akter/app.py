@@ -87,7 +87,7 @@ class App:
         from akter.workflow.hook import WorkflowHook
         from akter.workflow.runner import WorkflowRunner
 
-        problems = [p for a in self.actors.values() for w in a.extensions["workflows"].values() for p in w.validate()]
+        problems = [p for a in self.actors.values() for w in a.extensions.get("workflows", {}).values() for p in w.validate()]
         if problems:
             raise DeclarationError("App", problems)
         hook = WorkflowHook(self.actors)
