@@ -45,7 +45,12 @@ class App:
     ``database_url``: a PostgreSQL URL; ``None`` reads ``AKTER_DATABASE_URL`` and, when that is
     unset too, starts the embedded PostgreSQL. ``lock_timeout`` bounds one wait for a busy actor
     row; ``busy_timeout`` bounds all such waits of one send (then ``ActorBusy``), and also how long
-    a send keeps retrying while the database is unreachable."""
+    a send keeps retrying while the database is unreachable.
+
+    ``workflow_retention``: how long finished executions and their steps are kept (``None``: the
+    deployment's setting, 7 days by default; never less than the retry window).
+    ``drop_steps_at_finish`` deletes an execution's steps when it finishes, for deployments that
+    want the smallest tables and need no inspection or replay of finished histories."""
 
     def __init__(
         self,
@@ -55,6 +60,8 @@ class App:
         pool_size: int = 10,
         lock_timeout: timedelta = timedelta(milliseconds=500),
         busy_timeout: timedelta = timedelta(seconds=30),
+        workflow_retention: timedelta | None = None,
+        drop_steps_at_finish: bool = False,
     ) -> None:
         problems: list[str] = []
         self.actors: dict[str, Actor[Any]] = {}
@@ -73,6 +80,8 @@ class App:
         self.pool_size = pool_size
         self.lock_timeout = lock_timeout
         self.busy_timeout = busy_timeout
+        self.workflow_retention = workflow_retention
+        self.drop_steps_at_finish = drop_steps_at_finish
         #: layers above the kernel (outbox, workflows) that take part in every turn
         self.hooks: list[TurnHook] = [OutboxHook()]
         #: work that runs beside every relay of this App (the workflow passes)
@@ -93,7 +102,9 @@ class App:
         hook = WorkflowHook(self.actors)
         # first, so that workflow rows are written before the outbox rows of the same turn
         self.hooks.insert(0, hook)
-        self.workflow_runner = WorkflowRunner(self, hook)
+        self.workflow_runner = WorkflowRunner(
+            self, hook, retention=self.workflow_retention, drop_steps=self.drop_steps_at_finish
+        )
         self.relay_plugins.append(self.workflow_runner)
 
     def check_declared(self, actor: Actor[Any]) -> None:

@@ -51,6 +51,7 @@ class WorkflowRunner:
         hook: WorkflowHook,
         *,
         recheck: timedelta = timedelta(seconds=60),
+        retention: timedelta | None = None,
         drop_steps: bool = False,
         prune_every: timedelta = timedelta(minutes=1),
         prune_batch: int = 1000,
@@ -61,6 +62,8 @@ class WorkflowRunner:
         self.recheck = recheck
         #: delete steps when an execution finishes (smallest tables; no inspection afterwards)
         self.drop_steps = drop_steps
+        #: None: the deployment's workflow_retention
+        self.retention = retention
         self.prune_every = prune_every
         self.prune_batch = prune_batch
         self._relay: Relay | None = None
@@ -182,8 +185,9 @@ class WorkflowRunner:
         try:
             async with self.runtime.pool.connection() as conn:
                 cur = await conn.execute(
-                    "SELECT (extract(epoch FROM greatest(workflow_retention, retry_window)) * 1000)::bigint"
-                    " FROM actor_deployment"
+                    "SELECT (extract(epoch FROM greatest(coalesce(%s, workflow_retention), retry_window))"
+                    " * 1000)::bigint FROM actor_deployment",
+                    (self.retention,),
                 )
                 row = await cur.fetchone()
                 assert row is not None

@@ -59,13 +59,16 @@ async def test_declared_activity_failure_fails_the_run_and_compensation_does_not
     assert "release:big" not in shop.CALLS
 
 
-async def test_retry_records_each_attempt_and_replay_reruns_none(running: Any, peek: Peek) -> None:
+async def test_retry_records_each_attempt_and_replay_reruns_none(running: Any, peek: Peek, clock: testing.Clock) -> None:
     app, relay, client = running
-    run = await client.actor(Shop, "s1", tenant="acme").start(Ship, Order(id="flaky", fail_times=2))
-    assert await run.result(timeout=20) == Success(Shipped(order="flaky", slot=10))
+    run = await client.actor(Shop, "s1", tenant="acme").start(Ship, Order(id="flaky", fail_times=2, sleep_s=60))
+    await quiet(app, relay)
     assert shop.CALLS["reserve:flaky"] == 3
     rows = await peek.rows("SELECT attempt, exit IS NOT NULL FROM actor_workflow_step WHERE step = 'reserve' ORDER BY attempt")
     assert rows == [(1, True), (2, True), (3, True)]
+    await clock.advance(timedelta(seconds=61))  # the next pass replays all three attempts
+    assert await run.result(timeout=20) == Success(Shipped(order="flaky", slot=10))
+    assert shop.CALLS["reserve:flaky"] == 3
 
 
 async def test_sleep_suspends_until_the_database_clock_passes_it(running: Any, clock: testing.Clock, peek: Peek) -> None:
@@ -107,3 +110,51 @@ async def test_interrupt_runs_compensation_once(running: Any, peek: Peek) -> Non
     assert await peek.value("SELECT count(*) FROM actor_workflow_step WHERE exit IS NULL") == 0
     await run.interrupt()  # finished: nothing changes
     assert (await run.poll()).outcome == "interrupted"
+
+
+async def test_retention_prunes_finished_executions_after_the_retention(database_url: str, peek: Peek, clock: testing.Clock) -> None:
+    app = akter.App([Shop], database_url=database_url, workflow_retention=timedelta(days=2))
+    async with app.relay() as relay, app.client() as client:
+        handle = client.actor(Shop, "s1", tenant="acme")
+        done = await handle.start(Ship, Order(id="old"))
+        await done.result(timeout=20)
+        open_run = await handle.start(Ship, Order(id="open", sleep_s=30 * 86400))
+        await quiet(app, relay)
+        assert await app.workflow_runner.prune() == 0  # younger than the retention
+        await clock.advance(timedelta(days=2, hours=1))
+        assert await app.workflow_runner.prune() == 1
+        assert await peek.rows("SELECT key, status FROM actor_workflow_executions") == [("open", "suspended")]
+        assert await peek.value("SELECT count(*) FROM actor_workflow_step s WHERE s.execution_id = %s", done.execution_id) == 0
+        assert (await open_run.poll()).status == "suspended"
+
+
+async def test_steps_can_be_dropped_at_finish(database_url: str, peek: Peek) -> None:
+    app = akter.App([Shop], database_url=database_url, drop_steps_at_finish=True)
+    async with app.relay(), app.client() as client:
+        run = await client.actor(Shop, "s1", tenant="acme").start(Ship, Order(id="lean"))
+        assert await run.result(timeout=20) == Success(Shipped(order="lean", slot=10))
+    assert await peek.count("actor_workflow_step") == 0
+    assert await peek.count("actor_workflow_executions") == 1
+
+
+def test_the_sync_client_starts_and_waits(database_url: str) -> None:
+    app = shop.make_app(database_url)
+
+    async def relay_until(stop: asyncio.Event) -> None:
+        async with app.relay():
+            await stop.wait()
+
+    import threading
+
+    loop = asyncio.new_event_loop()
+    stop = asyncio.Event()
+    thread = threading.Thread(target=loop.run_until_complete, args=(relay_until(stop),), daemon=True)
+    thread.start()
+    try:
+        with app.sync_client() as client:
+            run = client.actor(Shop, "s1", tenant="acme").start(Ship, Order(id="sync"))
+            assert run.result(timeout=20) == Success(Shipped(order="sync", slot=10))
+            assert client.run(Ship, run.execution_id, tenant="acme").poll().finished
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(timeout=30)
