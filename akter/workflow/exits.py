@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 
 from akter import codec
-from akter.errors import CorruptRecord, Defect, Interrupted
+from akter.errors import ActivityOutcomeUnknown, CorruptRecord, Defect, Interrupted
 
 
 @attrs.frozen
@@ -66,6 +66,8 @@ def decode(exit_: dict[str, Any], as_type: Any, declared: Sequence[type[Exceptio
             return Raise(codec.from_primitive(exit_["error"]["value"], cls))
         if "defect" in exit_:
             d = exit_["defect"]
+            if d["type"] == "ActivityOutcomeUnknown":
+                return Raise(ActivityOutcomeUnknown(d["message"]))
             return Raise(Defect(d["message"], error_type=d["type"]))
         if "interrupt" in exit_:
             return Raise(Interrupted("interrupted"))

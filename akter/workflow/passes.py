@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from psycopg.rows import dict_row
 
 from akter import codec, faults
-from akter.errors import CorruptRecord, Defect, Interrupted
+from akter.errors import ActivityOutcomeUnknown, CorruptRecord, Defect, Interrupted
 from akter.ids import ActorRef, ExecutionId
 from akter.outbox.intents import decode_caller
 from akter.workflow import activity, compat, exits, queries
@@ -290,7 +290,9 @@ class Pass:
             exit_ = exits.encode_error(exc, step.errors)
             if "defect" in exit_:
                 log.warning("activity %s of %s attempt %d failed: %r", step.name, self.eid, attempt, exc)
-                if attempt < step.retry.times:
+                # an unknown outcome is never retried: a new attempt's new ids could repeat an
+                # effect the receiver can no longer deduplicate (invariant 8)
+                if attempt < step.retry.times and not isinstance(exc, ActivityOutcomeUnknown):
                     delay = step.retry.backoff.delay(attempt)
                     exit_["retry_at_ms"] = self.now_ms() + int(delay.total_seconds() * 1000)
         finally:

@@ -55,6 +55,7 @@ class WorkflowRunner:
         drop_steps: bool = False,
         prune_every: timedelta = timedelta(minutes=1),
         prune_batch: int = 1000,
+        refresh_every: timedelta = timedelta(seconds=5),
     ) -> None:
         self.app = app
         self.hook = hook
@@ -66,6 +67,7 @@ class WorkflowRunner:
         self.retention = retention
         self.prune_every = prune_every
         self.prune_batch = prune_batch
+        self.refresh_every = refresh_every
         self._relay: Relay | None = None
         self._generations: dict[ActorRef, int] = {}
         self._activating: dict[ActorRef, asyncio.Lock] = {}
@@ -94,9 +96,13 @@ class WorkflowRunner:
         self._relay = relay
         self.hook.runners.append(self)
         try:
+            rounds = 0
             while True:
-                await asyncio.sleep(self.prune_every.total_seconds())
-                await self.prune()
+                await self.refresh_expired()
+                if rounds % max(1, int(self.prune_every / self.refresh_every)) == 0:
+                    await self.prune()
+                rounds += 1
+                await asyncio.sleep(self.refresh_every.total_seconds())
         finally:
             self.hook.runners.remove(self)
             for task in list(self._tasks):
@@ -178,6 +184,27 @@ class WorkflowRunner:
                 return
             if key not in self._rerun or not self.owns(ref):
                 return
+
+    async def refresh_expired(self) -> int:
+        """Give expired resume intents of the owned buckets fresh ids; returns how many."""
+        assert self._relay is not None
+        owned = sorted(self._relay.owned())
+        if not owned:
+            return 0
+        try:
+            async with self.runtime.pool.connection() as conn:
+                cur = await conn.execute(queries.REFRESH_EXPIRED, {"buckets": owned})
+                buckets = {row[0] for row in await cur.fetchall()}
+                for bucket in buckets:
+                    await conn.execute("SELECT pg_notify('akter_outbox', %s)", (str(bucket),))
+        except Exception as exc:
+            if not is_connection_lost(exc):
+                raise
+            log.warning("refreshing expired resumes skipped: %s", exc)
+            return 0
+        if buckets:
+            log.warning("gave %d overdue resume intents fresh ids (relays were down past the retry window)", len(buckets))
+        return len(buckets)
 
     async def prune(self) -> int:
         """One retention round; returns the number of executions deleted."""

@@ -89,6 +89,32 @@ async def test_a_runner_killed_mid_activity_is_rerun_with_the_same_derived_ids(
 
 
 @pytest.mark.slow
+async def test_a_rerun_past_the_retry_window_is_outcome_unknown_and_sends_nothing(
+    database_url: str, peek: Peek, clock: testing.Clock
+) -> None:
+    app = flows.make_app(database_url)
+    dying = RelayProcess(database_url, app=APP, faults="workflow.before_settle=crash")
+    survivor: RelayProcess | None = None
+    try:
+        async with app.client() as client:
+            run = await client.actor(Flows, "p7", tenant="acme").start(Settle, Job("late", seconds=0))
+            assert dying.wait(timeout=30) == -9, dying.output()
+            await clock.advance(timedelta(hours=25))  # past the derived ids' expiry
+            survivor = RelayProcess(database_url, app=APP)
+            result = await run.result(timeout=30)
+        assert isinstance(result, Failure)
+        assert isinstance(result.failure(), akter.ActivityOutcomeUnknown), result
+        # nothing was sent again: the receiver still holds the first attempt's two effects
+        state = await peek.value("SELECT state FROM actor_state WHERE actor_id = 'ledger-late'")
+        assert b'"effects":["late-a","late-b"]' in bytes(state)
+        assert await peek.rows("SELECT attempt FROM actor_workflow_step WHERE step = 'ledger'") == [(1,)]
+    finally:
+        dying.close()
+        if survivor is not None:
+            survivor.close()
+
+
+@pytest.mark.slow
 async def test_tenant_and_principal_come_from_the_record_after_access_was_lost(
     database_url: str, peek: Peek, clock: testing.Clock
 ) -> None:
