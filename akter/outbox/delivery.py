@@ -18,6 +18,7 @@ handler twice. Then:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, LiteralString
 
@@ -103,7 +104,47 @@ def _decode(
     return command, ref, payload, decode_caller(row.caller), CommandId.parse(row.intent_id)
 
 
-async def deliver(runtime: Runtime, settings: RelaySettings, row: Claimed) -> bool:
+class Acknowledger:
+    """Deletes delivered rows in batches: whoever finds no delete running sends one statement for
+    every row acknowledged meanwhile, so concurrent deliveries share one commit instead of paying
+    one each. A lone delivery is deleted at once; nothing waits for a batch to fill."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+        self._lock = asyncio.Lock()
+        self._pending: list[tuple[Claimed, asyncio.Future[None]]] = []
+
+    async def ack(self, row: Claimed) -> None:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.append((row, done))
+        async with self._lock:
+            if done.done():
+                return  # an earlier holder of the lock deleted it with its batch
+            batch, self._pending = self._pending, []
+            rows = [r for r, _ in batch]
+            params = {
+                "rks": [r.sender.routing_key for r in rows],
+                "tenants": [r.sender.tenant for r in rows],
+                "types": [r.sender.actor_type for r in rows],
+                "ids": [r.sender.actor_id for r in rows],
+                "intents": [r.intent_id for r in rows],
+                "tokens": [r.token for r in rows],
+            }
+            try:
+                async with self._runtime.pool.connection() as conn:
+                    await conn.execute(queries.ACK, params, prepare=True)
+            except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+                # Left claimed: after the lease they are delivered again and the receipts replay.
+                log.warning(
+                    "could not delete %d delivered rows error=%s; retried after the claim lease",
+                    len(rows),
+                    exc,
+                )
+            for _, waiter in batch:
+                waiter.set_result(None)
+
+
+async def deliver(runtime: Runtime, settings: RelaySettings, row: Claimed, acks: Acknowledger) -> bool:
     """Deliver one claimed row; True when the receiver's receipt committed and the row is done."""
     ids = (row.target_id, row.sender.actor_id, row.intent_id)
     try:
@@ -124,7 +165,7 @@ async def deliver(runtime: Runtime, settings: RelaySettings, row: Claimed) -> bo
     except Exception as exc:
         await _back_off(runtime, settings, row, exc)
         return False
-    await _finish(runtime, queries.ACK, row.claim_params(), row)
+    await acks.ack(row)
     log.debug("delivered %s replayed=%s", row.describe(), record.replayed)
     return True
 

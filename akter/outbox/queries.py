@@ -47,39 +47,66 @@ CANCEL: LiteralString = f"DELETE FROM actor_outbox WHERE {SENDER} AND timer_key 
 
 NOTIFY: LiteralString = "SELECT pg_notify('akter_outbox', %(bucket_text)s)"
 
-# The due scan: one index range per owned bucket (``bucket = ANY``, ``due_at <= now``), so future
-# timers are never read. SKIP LOCKED lets several relays (and a turn replacing a keyed intent)
-# work side by side. The claim pushes due_at forward by the lease: if this relay dies, the row
-# becomes due again by itself.
+# The due scan and the claim, one statement, through the (bucket, due_at) index:
+#
+# - ``due``: rows due now of the owned buckets, read in index order — bucket by bucket, each in
+#   due-time order — until ``limit`` rows are found, so a claim reads what it takes and never the
+#   whole backlog (no sort). The buckets come in two runs, ``head`` then ``tail``: the relay
+#   rotates the starting bucket on every claim, so no bucket waits behind another's backlog.
+#   SKIP LOCKED lets several relays (and a turn replacing a keyed intent) work side by side;
+# - ``claimed``: due_at pushed forward by the lease (if this relay dies the row becomes due again
+#   by itself), the attempt counted, our token set;
+# - ``next_ms``: when asked (``probe``, an idle pass), the milliseconds until the next row falls
+#   due within the horizon (the poll interval), so the relay can sleep exactly that long. Only
+#   rows due within the horizon are read: timers due later cost one index descent per bucket.
+#
+# Always one row or more: ``next_ms`` first (NULL: none within the horizon, or not asked), then
+# the claimed row's columns (all NULL when nothing was claimed).
 CLAIM: LiteralString = """
 WITH due AS (
-    SELECT routing_key, tenant, actor_type, actor_id, intent_id
-      FROM actor_outbox
-     WHERE bucket = ANY(%(buckets)s::smallint[]) AND due_at <= akter_now()
-     ORDER BY due_at
-     LIMIT %(limit)s
-       FOR UPDATE SKIP LOCKED
+    SELECT * FROM (SELECT routing_key, tenant, actor_type, actor_id, intent_id
+                     FROM actor_outbox
+                    WHERE bucket = ANY(%(head)s::smallint[]) AND due_at <= akter_now()
+                    LIMIT %(limit)s
+                      FOR UPDATE SKIP LOCKED) AS h
+    UNION ALL
+    SELECT * FROM (SELECT routing_key, tenant, actor_type, actor_id, intent_id
+                     FROM actor_outbox
+                    WHERE bucket = ANY(%(tail)s::smallint[]) AND due_at <= akter_now()
+                    LIMIT %(limit)s
+                      FOR UPDATE SKIP LOCKED) AS t
+    LIMIT %(limit)s
+), claimed AS (
+    UPDATE actor_outbox o
+       SET due_at = akter_now() + %(lease_ms)s * interval '1 millisecond',
+           attempts = o.attempts + 1, claim = %(token)s, claimed_by = %(member)s
+      FROM due
+     WHERE o.routing_key = due.routing_key AND o.tenant = due.tenant
+       AND o.actor_type = due.actor_type AND o.actor_id = due.actor_id
+       AND o.intent_id = due.intent_id
+    RETURNING o.routing_key, o.tenant, o.actor_type, o.actor_id, o.intent_id, o.timer_key,
+              o.target_type, o.target_id, o.command, o.payload, o.caller, o.attempts
 )
-UPDATE actor_outbox o
-   SET due_at = akter_now() + %(lease_ms)s * interval '1 millisecond',
-       attempts = o.attempts + 1, claim = %(token)s, claimed_by = %(member)s
-  FROM due
- WHERE o.routing_key = due.routing_key AND o.tenant = due.tenant AND o.actor_type = due.actor_type
-   AND o.actor_id = due.actor_id AND o.intent_id = due.intent_id
-RETURNING o.routing_key, o.tenant, o.actor_type, o.actor_id, o.intent_id, o.timer_key,
-          o.target_type, o.target_id, o.command, o.payload, o.caller, o.attempts"""
-
-# How long until the next row of the owned buckets falls due (ms, on the durable clock): one
-# index probe per bucket, whatever the number of future timers.
-NEXT_DUE: LiteralString = """
-SELECT (extract(epoch FROM min(n.due_at) - akter_now()) * 1000)::bigint
-  FROM unnest(%(buckets)s::smallint[]) AS b(bucket),
-       LATERAL (SELECT due_at FROM actor_outbox o WHERE o.bucket = b.bucket
-                 ORDER BY o.due_at LIMIT 1) AS n"""
+SELECT n.next_ms, c.*
+  FROM (SELECT CASE WHEN %(probe)s THEN
+               (SELECT (extract(epoch FROM min(s.due_at) - akter_now()) * 1000)::bigint
+                  FROM actor_outbox s
+                 WHERE s.bucket = ANY(%(head)s::smallint[] || %(tail)s::smallint[]) AND s.due_at > akter_now()
+                   AND s.due_at <= akter_now() + %(horizon_ms)s * interval '1 millisecond')
+               END AS next_ms) AS n
+  LEFT JOIN claimed c ON true"""
 
 _THIS_CLAIM = f"{SENDER} AND intent_id = %(intent_id)s AND claim = %(token)s"
 
-ACK: LiteralString = f"DELETE FROM actor_outbox WHERE {_THIS_CLAIM}"
+# Delivered rows, deleted in a batch; a row whose claim token changed (a keyed replacement, a
+# reclaim after the lease) is not ours any more and stays.
+ACK: LiteralString = """
+DELETE FROM actor_outbox o
+ USING unnest(%(rks)s::bigint[], %(tenants)s::text[], %(types)s::text[], %(ids)s::text[],
+              %(intents)s::text[], %(tokens)s::uuid[])
+       AS a(rk, tenant, actor_type, actor_id, intent_id, token)
+ WHERE o.routing_key = a.rk AND o.tenant = a.tenant AND o.actor_type = a.actor_type
+   AND o.actor_id = a.actor_id AND o.intent_id = a.intent_id AND o.claim = a.token"""
 
 BACK_OFF: LiteralString = f"""
 UPDATE actor_outbox

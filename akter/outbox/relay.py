@@ -10,7 +10,8 @@ One ``Relay`` runs four kinds of task on one event loop:
 - the *dispatcher* claims due rows in bounded batches (``queries.CLAIM``: ``FOR UPDATE SKIP
   LOCKED``, due time pushed forward by the delivery lease, attempt counted) and starts one
   delivery per row, at most ``concurrency`` at a time; between passes it sleeps until woken, until
-  the next known due time, or for ``poll_interval``, whichever comes first;
+  the next row falls due (the claim reports rows due within the poll interval), or for
+  ``poll_interval``, whichever comes first;
 - each *delivery* (``delivery.py``) runs the row as a turn on the target with the intent id as
   its command id, then deletes the row if the claim is still ours, or backs it off.
 
@@ -25,9 +26,11 @@ nothing here exits because PostgreSQL went away.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import os
+import random
 import socket
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -39,7 +42,7 @@ import psycopg
 import psycopg_pool
 
 from akter.outbox import queries
-from akter.outbox.delivery import Claimed, deliver
+from akter.outbox.delivery import Acknowledger, Claimed, deliver
 from akter.outbox.ownership import Ownership
 from akter.store.pool import connection_kwargs
 
@@ -135,6 +138,10 @@ class Relay:
         self._owned_once = asyncio.Event()
         self._progress = asyncio.Condition()
         self._in_flight: set[asyncio.Task[None]] = set()
+        #: claimed rows not yet started: the next claim is made before the workers run dry
+        self._queue: collections.deque[Claimed] = collections.deque()
+        self._acks = Acknowledger(runtime)
+        self._rng = random.Random()
         self._tasks: list[asyncio.Task[None]] = []
         self._passes_started = 0
         self._last_quiet_pass = 0
@@ -185,7 +192,9 @@ class Relay:
         self._wake.set()
         dispatcher = [t for t in self._tasks if t.get_name() == "dispatcher"]
         await asyncio.gather(*dispatcher, return_exceptions=True)
-        if self._in_flight:
+        # rows claimed but not started are delivered too: they are ours until the claim lease ends
+        while self._queue or self._in_flight:
+            self._pump()
             await asyncio.gather(*self._in_flight, return_exceptions=True)
         for task in self._tasks:
             task.cancel()
@@ -288,54 +297,56 @@ class Relay:
             self._wake.clear()
             self._passes_started += 1
             this_pass = self._passes_started
-            room = settings.concurrency - len(self._in_flight)
+            # Claim when fewer rows wait than there are workers, up to a batch ahead: the claim
+            # (an index descent per owned bucket) is paid once per batch, not once per delivery.
+            want = settings.batch_size - len(self._queue) if len(self._queue) < settings.concurrency else 0
+            # only a relay with nothing to do asks when the next row falls due
+            probe = not self._queue and not self._in_flight
             sleep = settings.poll_interval.total_seconds()
             try:
-                claimed = await self._claim(min(room, settings.batch_size)) if room > 0 else []
-                for row in claimed:
-                    self._start_delivery(row)
-                if room > 0 and len(claimed) == min(room, settings.batch_size):
+                claimed, next_due = await self._claim(want, probe) if want > 0 else ([], None)
+                self._queue.extend(claimed)
+                self._pump()
+                if want > 0 and len(claimed) == want:
                     continue  # more may be due: claim again at once
-                if not claimed and not self._in_flight:
-                    next_due = await self._next_due_ms()
-                    if next_due is None or next_due > 0:
-                        await self._mark_quiet(this_pass)
-                    if next_due is not None:
-                        # Due now yet not claimed: another transaction holds the row (a turn
-                        # replacing a keyed intent). Look again soon, without spinning.
-                        sleep = min(sleep, max(next_due / 1000, _RECHECK))
+                if next_due is not None:
+                    # A row falls due within the poll interval: sleep until then.
+                    sleep = min(sleep, max(next_due / 1000, _RECHECK))
+                if probe and not claimed and (next_due is None or next_due > 0):
+                    await self._mark_quiet(this_pass)
                 retry.reset()
             except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as exc:
                 log.warning("claim failed member=%s error=%s", self.member, _one_line(exc))
                 sleep = retry.next()
-            if sleep > 0:
-                await _wait_any(self._wake, self._stopping, sleep)
+            await _wait_any(self._wake, self._stopping, sleep)
 
-    async def _claim(self, limit: int) -> list[Claimed]:
-        owned = self.owned()
-        if not owned or limit <= 0:
-            return []
+    async def _claim(self, limit: int, probe: bool) -> tuple[list[Claimed], int | None]:
+        """Claim up to ``limit`` due rows; with ``probe``, also the ms until the next row falls
+        due within the poll interval (None: none does)."""
+        owned = sorted(self.owned())
+        if not owned:
+            return [], None
+        start = self._rng.randrange(len(owned))
         token = uuid.uuid4()
         params = {
-            "buckets": sorted(owned),
+            "head": owned[start:],
+            "tail": owned[:start],
             "limit": limit,
+            "probe": probe,
+            "horizon_ms": _ms(self.settings.poll_interval),
             "lease_ms": _ms(self.settings.claim_lease),
             "token": token,
             "member": self.member,
         }
         async with self.runtime.pool.connection() as conn:
             rows = await (await conn.execute(queries.CLAIM, params, prepare=True)).fetchall()
-        return [Claimed.from_row(row, token) for row in rows]
+        next_due = rows[0][0] if rows else None
+        claimed = [Claimed.from_row(row[1:], token) for row in rows if row[1] is not None]
+        return claimed, None if next_due is None else int(next_due)
 
-    async def _next_due_ms(self) -> int | None:
-        owned = self.owned()
-        if not owned:
-            return None
-        async with self.runtime.pool.connection() as conn:
-            row = await (
-                await conn.execute(queries.NEXT_DUE, {"buckets": sorted(owned)}, prepare=True)
-            ).fetchone()
-        return None if row is None or row[0] is None else int(row[0])
+    def _pump(self) -> None:
+        while self._queue and len(self._in_flight) < self.settings.concurrency:
+            self._start_delivery(self._queue.popleft())
 
     def _start_delivery(self, row: Claimed) -> None:
         task = asyncio.create_task(self._deliver(row), name=f"deliver {row.intent_id}")
@@ -343,7 +354,7 @@ class Relay:
         task.add_done_callback(self._delivery_done)
 
     async def _deliver(self, row: Claimed) -> None:
-        ok = await deliver(self.runtime, self.settings, row)
+        ok = await deliver(self.runtime, self.settings, row, self._acks)
         if ok:
             self.delivered += 1
         else:
@@ -353,7 +364,8 @@ class Relay:
         self._in_flight.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("delivery task failed member=%s", self.member, exc_info=task.exception())
-        # a slot is free, and the delivered turn may have staged more due rows
+        self._pump()
+        # the delivered turn may have staged more due rows, and the queue may run low
         self.wake()
 
     async def _mark_quiet(self, this_pass: int) -> None:
