@@ -40,12 +40,12 @@ from akter.errors import (
     UnknownCommand,
 )
 from akter.ids import ActorRef, CommandId
+from akter.outbox.relay import Relay, RelaySettings
 from akter.workflow.activity import ActivityContext, activity_context
 from akter.workflow.context import WorkflowContext
 from akter.workflow.declare import Backoff, Retry, Versions, Workflow, constant, exponential
-from akter.workflow.effects import all_ as all  # noqa: A004 -- akter.all mirrors asyncio.gather's role
+from akter.workflow.effects import all_ as all
 from akter.workflow.run import Run, Status
-from akter.outbox.relay import Relay, RelaySettings
 
 __all__ = [
     "AccessDenied",

@@ -13,7 +13,7 @@ import inspect
 import re
 import typing
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
 import attrs
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 S = TypeVar("S")
 I = TypeVar("I")  # noqa: E741 -- the conventional name of a command's input type
-O = TypeVar("O")
+O = TypeVar("O")  # noqa: E741 -- the conventional name of an output type
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,127}")
 RESERVED_PREFIX = "akter."
@@ -73,15 +73,58 @@ class Command(Generic[S, I, O]):
         return f"<command {self.actor.name}.{self.name}>"
 
 
+def _handler_types(handler: Callable[..., Any], problems: list[str]) -> tuple[Any, Any]:
+    """The payload and output types from a handler's annotations; problems are appended."""
+    if not callable(handler):
+        problems.append("the handler is not callable")
+        return None, None
+    if inspect.iscoroutinefunction(handler):
+        problems.append("command handlers run in memory inside the turn: use def, not async def")
+    params = list(inspect.signature(handler).parameters.values())
+    if len(params) != 2:
+        problems.append(f"the handler takes (turn, payload); it takes {len(params)} parameters")
+    try:
+        hints = typing.get_type_hints(handler)
+    except (NameError, TypeError) as exc:
+        problems.append(f"its annotations cannot be resolved: {exc}")
+        hints = {}
+    payload_type: Any = None
+    if len(params) >= 2:
+        payload_type = hints.get(params[1].name)
+        if payload_type is None:
+            problems.append(f"annotate the payload parameter {params[1].name!r} with its type")
+    if "return" not in hints:
+        problems.append("annotate the handler's return type (-> None when it returns nothing)")
+    return payload_type, hints.get("return")
+
+
+def _error_problems(errors: Sequence[type[Exception]]) -> list[str]:
+    problems = []
+    for err in errors:
+        if not (isinstance(err, type) and issubclass(err, Exception)):
+            problems.append(f"declared error {err!r} is not an Exception subclass")
+        elif not attrs.has(err):
+            problems.append(
+                f"declared error {err.__name__} must be an attrs class "
+                f"(@attrs.frozen(auto_exc=True)) so its fields survive storage"
+            )
+    if len({getattr(e, "__name__", repr(e)) for e in errors}) != len(errors):
+        problems.append("two declared errors share a class name")
+    return problems
+
+
 def _is_attrs_class(tp: object) -> bool:
     return isinstance(tp, type) and attrs.has(tp)
 
 
 def _can_build_empty(tp: type) -> bool:
-    return all(
-        f.default is not attrs.NOTHING or not f.init
-        for f in attrs.fields(tp)  # type: ignore[arg-type]
-    )
+    return all(f.default is not attrs.NOTHING or not f.init for f in attrs.fields(tp))
+
+
+class CommandDecorator(Protocol[S]):
+    """What ``@Actor.command(...)`` with options returns: a decorator generic in the handler."""
+
+    def __call__(self, fn: Callable[[Turn[S], I], O], /) -> Command[S, I, O]: ...
 
 
 class Actor(Generic[S]):
@@ -153,7 +196,7 @@ class Actor(Generic[S]):
         return tag
 
     @overload
-    def command(self, fn: Callable[[Turn[S], I], O], /) -> Command[S, I, O]: ...
+    def command(self, fn: Callable[[Turn[S], I], O]) -> Command[S, I, O]: ...
 
     @overload
     def command(
@@ -162,22 +205,21 @@ class Actor(Generic[S]):
         name: str | None = None,
         errors: Sequence[type[Exception]] = (),
         internal: bool = False,
-    ) -> Callable[[Callable[[Turn[S], I], O]], Command[S, I, O]]: ...
+    ) -> CommandDecorator[S]: ...
 
     def command(
         self,
-        fn: Callable[[Turn[S], I], O] | None = None,
-        /,
+        fn: Callable[[Turn[S], Any], Any] | None = None,
         *,
         name: str | None = None,
         errors: Sequence[type[Exception]] = (),
         internal: bool = False,
-    ) -> Command[S, I, O] | Callable[[Callable[[Turn[S], I], O]], Command[S, I, O]]:
+    ) -> Any:
         """Declare a command. The handler is ``def handler(turn, payload) -> output``; the payload
         type comes from the second parameter's annotation, the output from the return annotation.
         A handler raising one of ``errors`` is a declared failure; any other exception a defect."""
 
-        def register(handler: Callable[[Turn[S], I], O]) -> Command[S, I, O]:
+        def register(handler: Callable[[Turn[S], Any], Any]) -> Command[S, Any, Any]:
             cmd = self._build_command(handler, name, errors, internal)
             self.commands[cmd.name] = cmd
             return cmd
@@ -193,7 +235,7 @@ class Actor(Generic[S]):
         *,
         allow_reserved: bool = False,
     ) -> Command[S, I, O]:
-        cmd_name = name or getattr(handler, "__name__", "")
+        cmd_name = str(name or getattr(handler, "__name__", ""))
         subject = f"command {self.name}.{cmd_name or handler!r}"
         problems: list[str] = []
         if not _NAME.fullmatch(cmd_name):
@@ -202,38 +244,8 @@ class Actor(Generic[S]):
             problems.append(f"name {cmd_name!r} uses the reserved prefix {RESERVED_PREFIX!r}")
         if cmd_name in self.commands:
             problems.append(f"{self.name} already declares a command named {cmd_name!r}")
-        payload_type: Any = None
-        output: Any = None
-        if not callable(handler):
-            problems.append("the handler is not callable")
-        else:
-            if inspect.iscoroutinefunction(handler):
-                problems.append("command handlers run in memory inside the turn: use def, not async def")
-            params = list(inspect.signature(handler).parameters.values())
-            if len(params) != 2:
-                problems.append(f"the handler takes (turn, payload); it takes {len(params)} parameters")
-            try:
-                hints = typing.get_type_hints(handler)
-            except (NameError, TypeError) as exc:
-                problems.append(f"its annotations cannot be resolved: {exc}")
-                hints = {}
-            if len(params) >= 2:
-                payload_type = hints.get(params[1].name)
-                if payload_type is None:
-                    problems.append(f"annotate the payload parameter {params[1].name!r} with its type")
-            output = hints.get("return", None)
-            if "return" not in hints:
-                problems.append("annotate the handler's return type (-> None when it returns nothing)")
-        for err in errors:
-            if not (isinstance(err, type) and issubclass(err, Exception)):
-                problems.append(f"declared error {err!r} is not an Exception subclass")
-            elif not attrs.has(err):
-                problems.append(
-                    f"declared error {err.__name__} must be an attrs class "
-                    f"(@attrs.frozen(auto_exc=True)) so its fields survive storage"
-                )
-        if len({e.__name__ for e in errors}) != len(errors):
-            problems.append("two declared errors share a class name")
+        payload_type, output = _handler_types(handler, problems)
+        problems.extend(_error_problems(errors))
         if problems:
             raise DeclarationError(subject, problems)
         return Command(
@@ -259,7 +271,7 @@ class Actor(Generic[S]):
         self,
         name: str,
         *,
-        input: type[I],  # noqa: A002 -- the design's name for the payload type
+        input: type[I],
         output: Any = None,
         errors: Sequence[type[Exception]] = (),
         key: Callable[[I], str] | None = None,

@@ -100,7 +100,9 @@ class Turn(Generic[S]):
         from akter.actor.declare import _MEMBER_KINDS
 
         if getattr(workflow, "actor", None) is None or workflow.actor.name != self.ref.actor_type:
-            raise InvalidInput(f"{workflow!r} is not a member of {self.ref.actor_type}; start it through a send")
+            raise InvalidInput(
+                f"{workflow!r} is not a member of {self.ref.actor_type}; start it through a send"
+            )
         return _MEMBER_KINDS["start"](self, workflow, payload, key)  # type: ignore[no-any-return]
 
     def stage(self, layer: str, item: Any) -> None:

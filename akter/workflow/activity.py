@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import time
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import attrs
 from returns.result import Result
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 S = TypeVar("S")
 I = TypeVar("I")  # noqa: E741 -- a command's input type
-O = TypeVar("O")
+O = TypeVar("O")  # noqa: E741 -- the conventional name of an output type
 
 
 @attrs.define
@@ -55,14 +55,17 @@ class ActivityContext:
     def next_command_id(self) -> CommandId:
         self._ordinal += 1
         digest = hashlib.blake2b(
-            f"{self.execution_id}\x00{self.step}\x00{self.attempt}\x00{self._ordinal}".encode(), digest_size=16
+            f"{self.execution_id}\x00{self.step}\x00{self.attempt}\x00{self._ordinal}".encode(),
+            digest_size=16,
         ).hexdigest()
         return CommandId(
             issued_ms=self.started_ms, expires_ms=self.started_ms + self.runtime.retry_window_ms, nonce=digest
         )
 
 
-_current: contextvars.ContextVar[ActivityContext | None] = contextvars.ContextVar("akter_activity", default=None)
+_current: contextvars.ContextVar[ActivityContext | None] = contextvars.ContextVar(
+    "akter_activity", default=None
+)
 
 
 def activity_context() -> ActivityContext:
@@ -96,13 +99,13 @@ class ActivityClient:
         return ActivityActor(self._ctx, actor, ActorRef(self._ctx.tenant, actor.name, actor_id))
 
 
-class ActivityActor:
-    def __init__(self, ctx: ActivityContext, actor: Actor[Any], ref: ActorRef) -> None:
+class ActivityActor(Generic[S]):
+    def __init__(self, ctx: ActivityContext, actor: Actor[S], ref: ActorRef) -> None:
         self._ctx = ctx
         self.actor = actor
         self.ref = ref
 
-    async def send(self, command: Command[Any, I, O], payload: I) -> Result[O, Exception]:
+    async def send(self, command: Command[S, I, O], payload: I) -> Result[O, Exception]:
         if command.actor is not self.actor:
             raise InvalidInput(f"{command!r} is not a command of {self.actor.name}")
         ctx = self._ctx
@@ -110,8 +113,9 @@ class ActivityActor:
         now_ms = time.time_ns() // 1_000_000 + ctx.runtime.skew_ms
         if cid.expires_ms < now_ms:
             raise ActivityOutcomeUnknown(
-                f"{ctx.execution_id} step {ctx.step!r} attempt {ctx.attempt}: command {command.name} would use "
-                f"id {cid}, expired {now_ms - cid.expires_ms} ms ago; its first send may have taken effect"
+                f"{ctx.execution_id} step {ctx.step!r} attempt {ctx.attempt}: command {command.name} "
+                f"would use id {cid}, expired {now_ms - cid.expires_ms} ms ago; "
+                "its first send may have taken effect"
             )
         caller = System(source="workflow", ref=ctx.execution_id, on_behalf_of=ctx.principal)
         record = await ctx.runtime.send(self.ref, command, payload, cid, caller)

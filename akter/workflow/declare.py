@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from akter.workflow.context import WorkflowContext
 
 I = TypeVar("I")  # noqa: E741 -- a workflow's input type
-O = TypeVar("O")
+O = TypeVar("O")  # noqa: E741 -- the conventional name of an output type
 T = TypeVar("T")
 E = TypeVar("E")
 
@@ -174,7 +174,7 @@ class Workflow(Generic[I, O]):
         actor: Actor[Any],
         name: str,
         *,
-        input: type[I],  # noqa: A002 -- the design's name for the payload type
+        input: type[I],
         output: Any = None,
         errors: Sequence[type[Exception]] = (),
         key: Callable[[I], str] | None = None,
@@ -184,19 +184,26 @@ class Workflow(Generic[I, O]):
         if not isinstance(name, str) or not _STEP_NAME.fullmatch(name) or name.startswith("akter"):
             problems.append(f"workflow name {name!r} is not valid (letters, digits, _ . : -; not akter*)")
         if name in actor.commands:
-            problems.append(f"{actor.name} already has a command named {name!r}; the start command takes the member's name")
+            problems.append(
+                f"{actor.name} already has a command named {name!r}; "
+                "the start command takes the member's name"
+            )
         if name in actor.extensions.get("workflows", {}):
             problems.append(f"{actor.name} already declares a workflow named {name!r}")
         if not (isinstance(input, type) and attrs.has(input)):
             problems.append(f"input type {input!r} must be an attrs class")
-        for err in errors:
-            if not (isinstance(err, type) and issubclass(err, Exception) and attrs.has(err)):
-                problems.append(f"declared error {err!r} must be an attrs Exception class")
+        problems.extend(
+            f"declared error {err!r} must be an attrs Exception class"
+            for err in errors
+            if not (isinstance(err, type) and issubclass(err, Exception) and attrs.has(err))
+        )
         if key is not None and not callable(key):
             problems.append("key must be a callable input -> str")
         for marker, rng in (versions or {}).items():
             if not isinstance(rng, Versions) or rng.min > rng.current or rng.min < 0:
-                problems.append(f"version marker {marker!r} needs Versions(current, min) with 0 <= min <= current")
+                problems.append(
+                    f"version marker {marker!r} needs Versions(current, min) with 0 <= min <= current"
+                )
         if problems:
             raise DeclarationError(f"workflow {actor.name}.{name}", problems)
         self.actor = actor
@@ -247,7 +254,8 @@ class Workflow(Generic[I, O]):
         for err in errors:
             if not (isinstance(err, type) and issubclass(err, Exception) and attrs.has(err)):
                 raise DeclarationError(
-                    f"activity {self.name}.{name}", [f"declared error {err!r} must be an attrs Exception class"]
+                    f"activity {self.name}.{name}",
+                    [f"declared error {err!r} must be an attrs Exception class"],
                 )
         step: ActivityStep[T] = ActivityStep(
             workflow=self,

@@ -23,6 +23,7 @@ A suspension abandons the fibers with ``close()``, which raises ``GeneratorExit`
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Coroutine
 from typing import Any
 
@@ -144,7 +145,10 @@ class Driver:
         self.body_outcome: Outcome | None = None
         #: the execution's outcome once the body and its compensations/finalizers are done
         self.final: Outcome | None = None
-        self._spawn(workflow.fn(ctx, payload))
+        body = workflow.fn(ctx, payload)
+        if not isinstance(body, Coroutine):
+            raise EffectDefect(f"the body of {workflow!r} did not return a coroutine")
+        self._spawn(body)
 
     # ---- public protocol -------------------------------------------------------------------
 
@@ -247,9 +251,13 @@ class Driver:
 
     def _on_effect(self, fiber: _Fiber, effect: Effect) -> None:
         step = getattr(effect, "step", None)
-        if step is not None and (step.workflow is not self.workflow or self.workflow.steps.get(step.name) is not step):
+        if step is not None and (
+            step.workflow is not self.workflow or self.workflow.steps.get(step.name) is not step
+        ):
             self._close(fiber)
-            self._finish(fiber, Raise(EffectDefect(f"unregistered step {step.name!r} awaited in {self.workflow!r}")))
+            self._finish(
+                fiber, Raise(EffectDefect(f"unregistered step {step.name!r} awaited in {self.workflow!r}"))
+            )
             return
         if isinstance(effect, Race | All):
             self._open_join(fiber, effect)
@@ -413,12 +421,9 @@ async def _finish_phase(ctx: WorkflowContext, outcome: Outcome) -> None:
     A failing compensation or finalizer does not stop the others; the body's outcome stands."""
     if isinstance(outcome, Raise):
         for undo in reversed(ctx.compensations):
-            try:
+            # a failing undo is recorded as its own step's exit; the body's outcome stands
+            with contextlib.suppress(Exception):
                 await undo()
-            except Exception:  # noqa: S110 -- recorded as the step's exit; the outcome stands
-                pass
     for thunk in reversed(ctx.finalizers):
-        try:
+        with contextlib.suppress(Exception):
             await thunk()
-        except Exception:  # noqa: S110 -- as above
-            pass

@@ -79,4 +79,6 @@ def as_coroutine(branch: Any) -> Coroutine[Any, Any, Any]:
         return _await_one(branch)
     if isinstance(branch, Coroutine):
         return branch
-    raise TypeError(f"a branch must be an akter effect or a coroutine of effects, got {type(branch).__name__}")
+    raise TypeError(
+        f"a branch must be an akter effect or a coroutine of effects, got {type(branch).__name__}"
+    )

@@ -42,7 +42,10 @@ RECOVERY_INTERVAL = timedelta(seconds=30)
 
 def wait_tags(workflows: dict[str, Workflow[Any, Any]]) -> frozenset[str]:
     return frozenset(
-        step.event.__name__ for wf in workflows.values() for step in wf.steps.values() if isinstance(step, WaitStep)
+        step.event.__name__
+        for wf in workflows.values()
+        for step in wf.steps.values()
+        if isinstance(step, WaitStep)
     )
 
 
@@ -60,7 +63,9 @@ class WorkflowHook:
         self.runners: list[WorkflowRunner] = []
         self._resumed: dict[str, tuple[ActorRef, ExecutionId]] = {}
 
-    async def before_commit(self, conn: psycopg.AsyncConnection[Any], turn: Turn[Any], record: Committed) -> None:
+    async def before_commit(
+        self, conn: psycopg.AsyncConnection[Any], turn: Turn[Any], record: Committed
+    ) -> None:
         ref = record.ref
         notify = False
         base = {**ref.key_params(), "bucket": ref.bucket}
@@ -82,7 +87,7 @@ class WorkflowHook:
 
     def _start_params(self, turn: Turn[Any], item: StartMark) -> dict[str, Any]:
         workflow = item.workflow
-        m, digest = manifest.of(workflow)
+        _, digest = manifest.of(workflow)
         return {
             "eid": str(item.execution_id),
             "workflow": workflow.name,

@@ -153,7 +153,7 @@ class Pass:
         if reasons or workflow is None:
             await self._leave_blocked(reasons or [f"workflow {head['workflow']!r} is not declared here"])
             return
-        payload = codec.decode(bytes(head["payload"]), workflow.input)
+        payload: Any = codec.decode(bytes(head["payload"]), workflow.input)
         principal = decode_caller(bytes(head["principal"])).on_behalf_of
         versions = head["versions"] if isinstance(head["versions"], dict) else json.loads(head["versions"])
         ctx = WorkflowContext(
@@ -204,11 +204,13 @@ class Pass:
             if await self._suspend(min(parked) if parked else None):
                 return
 
-    async def _serve(self, need: Need, now: int, wanted: set[str]) -> bool | int | None:
+    async def _serve(  # noqa: PLR0911 -- one return per kind of need reads as the table it is
+        self, need: Need, now: int, wanted: set[str]
+    ) -> bool | int | None:
         """Do what a need asks. True: something was recorded (advance again); an int: parked
         until that time (ms); None: parked with no due time, or running in the background."""
         match need:
-            case RunActivity(call=call, attempt=attempt):
+            case RunActivity(call=call):
                 wanted.add(call.step.name)
                 if call.step.name not in self.inflight:
                     self.inflight[call.step.name] = asyncio.create_task(self._attempt(need))
@@ -269,7 +271,9 @@ class Pass:
         begun = await self._fenced(queries.BEGIN_ATTEMPT, {"step": step.name, "attempt": attempt, "due": due})
         started_ms = begun["started_ms"]
         if begun["exit"] is not None:  # another runner settled it; take its exit
-            return StepRow(step.name, attempt, "activity", codec.decode_primitive(bytes(begun["exit"])), None, started_ms)
+            return StepRow(
+                step.name, attempt, "activity", codec.decode_primitive(bytes(begun["exit"])), None, started_ms
+            )
         await faults.hit("workflow.before_activity", self.ref.actor_id, str(self.eid))
         ctx = activity.ActivityContext(
             execution_id=str(self.eid),
@@ -305,7 +309,7 @@ class Pass:
         return StepRow(step.name, attempt, "activity", recorded, None, started_ms)
 
     @staticmethod
-    async def _call(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], timeout: Any) -> Any:
+    async def _call(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], limit: Any) -> Any:
         async def invoke() -> Any:
             if inspect.iscoroutinefunction(fn):
                 return await fn(*args, **kwargs)
@@ -314,12 +318,12 @@ class Pass:
                 return await result
             return result
 
-        if timeout is None:
+        if limit is None:
             return await invoke()
         try:
-            return await asyncio.wait_for(invoke(), timeout.total_seconds())
+            return await asyncio.wait_for(invoke(), limit.total_seconds())
         except TimeoutError as exc:
-            raise Defect(f"attempt timed out after {timeout}", error_type="TimeoutError") from exc
+            raise Defect(f"attempt timed out after {limit}", error_type="TimeoutError") from exc
 
     # ---- waits -------------------------------------------------------------------------------
 
@@ -337,7 +341,9 @@ class Pass:
         scanned = row.scanned if row.scanned is not None else self.cursor
         async with self.runtime.pool.connection() as conn:
             cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(queries.SCAN, {**self.params, "tag": tag, "after": scanned, "limit": SCAN_BATCH})
+            await cur.execute(
+                queries.SCAN, {**self.params, "tag": tag, "after": scanned, "limit": SCAN_BATCH}
+            )
             events = await cur.fetchall()
         now = events[0]["now_ms"] if events else self.now_ms()
         last = scanned
@@ -346,13 +352,18 @@ class Pass:
                 break  # after the deadline: it cannot win the race with the timeout
             try:
                 primitive = codec.decode_primitive(bytes(ev["value"]))
-                value = codec.from_primitive(primitive, step.event)
+                value: Any = codec.from_primitive(primitive, step.event)
                 matched = effect.where is None or bool(effect.where(value))
             except Exception as exc:
-                return await self._settle_wait(effect, {"defect": {"type": type(exc).__qualname__, "message": str(exc)}}, ev["sequence"], timeout=False)
+                return await self._settle_wait(
+                    effect,
+                    {"defect": {"type": type(exc).__qualname__, "message": str(exc)}},
+                    ev["sequence"],
+                    timed_out=False,
+                )
             if matched:
                 match = {"ok": {"seq": ev["sequence"], "event": primitive}}
-                return await self._settle_wait(effect, match, ev["sequence"], timeout=False)
+                return await self._settle_wait(effect, match, ev["sequence"], timed_out=False)
             last = ev["sequence"]
         if last != scanned:
             await self._fenced(queries.MARK_SCANNED, {"step": step.name, "scanned": last})
@@ -360,10 +371,10 @@ class Pass:
         if len(events) == SCAN_BATCH:
             return True
         if row.due_ms is not None and now >= row.due_ms:
-            return await self._settle_wait(effect, {"ok": None}, last, timeout=True)
+            return await self._settle_wait(effect, {"ok": None}, last, timed_out=True)
         return row.due_ms
 
-    async def _settle_wait(self, effect: Wait, exit_: dict[str, Any], seq: int, *, timeout: bool) -> bool:
+    async def _settle_wait(self, effect: Wait, exit_: dict[str, Any], seq: int, *, timed_out: bool) -> bool:
         result = await self._fenced(
             queries.SETTLE_WAIT,
             {
@@ -372,10 +383,10 @@ class Pass:
                 "exit": codec.encode(exit_),
                 "scanned": seq,
                 "cursor": seq,
-                "timeout": timeout,
+                "timeout": timed_out,
             },
         )
-        if result["settled"] and not timeout and "ok" in exit_:
+        if result["settled"] and not timed_out and "ok" in exit_:
             self.cursor = max(self.cursor, seq)
         await self._reload(effect.step.name)
         return True
@@ -438,5 +449,11 @@ def _record_params(
     tag: str | None = None,
     cursor: int | None = None,
 ) -> dict[str, Any]:
-    return {"kind": kind, "step": step, "exit": exit_, "after_ms": after_ms, "wait_tag": tag, "cursor": cursor}
-
+    return {
+        "kind": kind,
+        "step": step,
+        "exit": exit_,
+        "after_ms": after_ms,
+        "wait_tag": tag,
+        "cursor": cursor,
+    }

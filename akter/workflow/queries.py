@@ -73,20 +73,17 @@ ins AS (
     RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal)
 """
     + _arm_from("ins")
-)  # type: ignore[assignment]
+)
 
 # A resume turn: the execution is running again, and its timer becomes a recovery timer a fixed
 # interval ahead, so that if this process dies before the pass suspends or finishes, the relay
 # delivers another resume.
-RESUME_TURN: LiteralString = (
-    """
+RESUME_TURN: LiteralString = """
 WITH x AS (
     UPDATE actor_workflow_executions SET status = 'running', updated_at = akter_now()
      WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND status <> 'finished'
     RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal)
-"""
-    + _arm_from("x")
-)  # type: ignore[assignment]
+""" + _arm_from("x")
 
 # A turn emitted events: executions of this owner with a pending wait on one of their tags get
 # their timer due now (inserted if the wait had none), so no event is missed (invariant 6).
@@ -104,7 +101,7 @@ WITH x AS (
 """
     + _arm_from("x")
     + " RETURNING 1"
-)  # type: ignore[assignment]
+)
 
 # An interrupt from any process: flag it and make the timer due now, under the owner's row lock.
 INTERRUPT: LiteralString = (
@@ -120,7 +117,7 @@ x AS (
 """
     + _arm_from("x")
     + " RETURNING 1"
-)  # type: ignore[assignment]
+)
 
 # A pass reads the execution and all its steps in one query.
 LOAD: LiteralString = """
@@ -135,7 +132,7 @@ SELECT e.workflow, e.key, e.manifest_hash, e.payload, e.principal, e.versions, e
 
 ACTIVATE: LiteralString = (
     "UPDATE actor_generations SET generation = generation + 1 WHERE " + OWNER + " RETURNING generation"
-)  # type: ignore[assignment]
+)
 
 # An activity attempt written pending before its work starts (a rerun finds its own row and
 # reuses it), with the timer moved to a recovery time ahead.
@@ -154,8 +151,9 @@ x AS (SELECT routing_key, execution_id, tenant, actor_type, actor_id, principal
 arm AS ("""
     + _arm_from("x")
     + """ RETURNING 1)
-SELECT (SELECT count(*) FROM fence) AS fenced, st.started_ms, st.exit FROM (SELECT 1) one LEFT JOIN st ON true"""
-)  # type: ignore[assignment]
+SELECT (SELECT count(*) FROM fence) AS fenced, st.started_ms, st.exit
+  FROM (SELECT 1) one LEFT JOIN st ON true"""
+)
 
 # Settle a step exactly once; the loser of a settle race reads the winner's exit.
 SETTLE: LiteralString = (
@@ -173,7 +171,7 @@ SELECT (SELECT count(*) FROM fence) AS fenced,
                 (SELECT exit FROM actor_workflow_step
                   WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND step = %(step)s
                     AND attempt = %(attempt)s)) AS exit"""
-)  # type: ignore[assignment]
+)
 
 # A step recorded settled at once (a race's winner, a version marker) or pending with a due
 # time recorded once (a clock, a wait's deadline). DO NOTHING keeps the first record.
@@ -191,7 +189,7 @@ ins AS (
       FROM fence
     ON CONFLICT (routing_key, execution_id, step, attempt) DO NOTHING)
 SELECT (SELECT count(*) FROM fence) AS fenced"""
-)  # type: ignore[assignment]
+)
 
 STEP_ROW: LiteralString = """
 SELECT step, attempt, kind, exit, (extract(epoch FROM due_at) * 1000)::bigint AS due_ms,
@@ -212,7 +210,7 @@ up AS (
        AND s.attempt = 1 AND s.exit IS NULL AND s.due_at <= akter_now()
     RETURNING 1)
 SELECT (SELECT count(*) FROM fence) AS fenced, (SELECT count(*) FROM up) AS settled"""
-)  # type: ignore[assignment]
+)
 
 # The events a pending wait has not scanned yet (of its tag, after its scanned mark), with the
 # database clock; the predicate runs in Python, outside any lock.
@@ -252,7 +250,7 @@ cur AS (
       FROM up
      WHERE x.routing_key = %(rk)s AND x.execution_id = %(eid)s AND NOT %(timeout)s)
 SELECT (SELECT count(*) FROM fence) AS fenced, (SELECT count(*) FROM up) AS settled"""
-)  # type: ignore[assignment]
+)
 
 MARK_SCANNED: LiteralString = (
     "WITH "
@@ -262,7 +260,7 @@ UPDATE actor_workflow_step s SET scanned = greatest(s.scanned, %(scanned)s)
   FROM fence
  WHERE s.routing_key = %(rk)s AND s.execution_id = %(eid)s AND s.step = %(step)s AND s.attempt = 1
 RETURNING 1 AS fenced"""
-)  # type: ignore[assignment]
+)
 
 # Suspension, under the fence: refused (nothing written) when an interrupt is pending or an
 # event a pending wait has not scanned exists — the pass goes on instead. Otherwise the
@@ -282,17 +280,14 @@ SELECT (SELECT count(*) FROM fence) AS fenced,
             AND ev.tag = s.wait_tag AND ev.sequence > s.scanned
           WHERE s.routing_key = %(rk)s AND s.execution_id = %(eid)s AND s.kind = 'wait'
             AND s.exit IS NULL) AS unscanned"""
-)  # type: ignore[assignment]
+)
 
-SUSPEND: LiteralString = (
-    """
+SUSPEND: LiteralString = """
 WITH x AS (
     UPDATE actor_workflow_executions SET status = 'suspended', updated_at = akter_now()
      WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND status <> 'finished'
     RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal)
-"""
-    + _arm_from("x")
-)  # type: ignore[assignment]
+""" + _arm_from("x")
 
 SUSPEND_IDLE: LiteralString = """
 WITH x AS (
@@ -315,7 +310,7 @@ x AS (
     RETURNING e.routing_key, e.execution_id, e.tenant, e.actor_type, e.actor_id, e.principal)
 """
     + _arm_from("x")
-)  # type: ignore[assignment]
+)
 
 # Finishing: the first terminal write wins (status <> 'finished'); pending steps (a race's
 # losers, an interrupted attempt) are settled as interrupted; the timer is deleted; waiting
@@ -347,7 +342,7 @@ steps AS (
     RETURNING 1)
 SELECT (SELECT count(*) FROM fence) AS fenced, (SELECT count(*) FROM done) AS finished,
        pg_notify('akter_finished', %(eid)s)"""
-)  # type: ignore[assignment]
+)
 
 POLL: LiteralString = """
 SELECT status, outcome, result, interrupt, blocked_reason
@@ -380,7 +375,8 @@ ON CONFLICT DO NOTHING"""
 # back off into the near future — through the (bucket, due_at) index.
 REFRESH_EXPIRED: LiteralString = """
 UPDATE actor_outbox o
-   SET intent_id = 'v1.' || n.ms || '.' || (n.ms + w.ms) || '.' || md5(random()::text || clock_timestamp()::text),
+   SET intent_id = 'v1.' || n.ms || '.' || (n.ms + w.ms) || '.'
+                   || md5(random()::text || clock_timestamp()::text),
        due_at = akter_now(), attempts = 0, last_error = NULL, claim = NULL, claimed_by = NULL
   FROM (SELECT (extract(epoch FROM akter_now()) * 1000)::bigint AS ms) n,
        (SELECT (extract(epoch FROM retry_window) * 1000)::bigint AS ms FROM actor_deployment) w

@@ -31,7 +31,7 @@ from akter.workflow.exits import Ok
 
 S = TypeVar("S")
 I = TypeVar("I")  # noqa: E741 -- a workflow's input type
-O = TypeVar("O")
+O = TypeVar("O")  # noqa: E741 -- the conventional name of an output type
 
 POLL_FALLBACK = 1.0
 
@@ -118,7 +118,9 @@ class Run(Generic[O]):
                 await conn.execute("SELECT pg_notify('akter_outbox', %s)", (str(self._eid.owner.bucket),))
 
 
-def parse_for(workflow: Workflow[Any, Any], execution_id: object, tenant: str, owner: ActorRef | None = None) -> ExecutionId:
+def parse_for(
+    workflow: Workflow[Any, Any], execution_id: object, tenant: str, owner: ActorRef | None = None
+) -> ExecutionId:
     eid = ExecutionId.parse(execution_id)
     if eid.owner.tenant != tenant:
         raise InvalidExecutionId("the execution id belongs to another tenant")
@@ -150,7 +152,9 @@ class WorkflowActorHandle(ActorHandle[S]):
 
 
 class WorkflowClient(Client):
-    def actor(self, actor: Actor[S], actor_id: str, *, tenant: str, caller: Caller | None = None) -> WorkflowActorHandle[S]:
+    def actor(
+        self, actor: Actor[S], actor_id: str, *, tenant: str, caller: Caller | None = None
+    ) -> WorkflowActorHandle[S]:
         self.runtime.app.check_declared(actor)
         ref = ActorRef(tenant=tenant, actor_type=actor.name, actor_id=actor_id)
         return WorkflowActorHandle(self.runtime, actor, ref, caller if caller is not None else self.caller)
@@ -184,11 +188,14 @@ class SyncWorkflowActorHandle(SyncActorHandle[S]):
 
 
 class SyncWorkflowClient(SyncClient):
-    def actor(self, actor: Actor[S], actor_id: str, *, tenant: str, caller: Caller | None = None) -> SyncWorkflowActorHandle[S]:
-        return SyncWorkflowActorHandle(self._loop, self._client.actor(actor, actor_id, tenant=tenant, caller=caller))
+    def actor(
+        self, actor: Actor[S], actor_id: str, *, tenant: str, caller: Caller | None = None
+    ) -> SyncWorkflowActorHandle[S]:
+        return SyncWorkflowActorHandle(
+            self._loop, self._client.actor(actor, actor_id, tenant=tenant, caller=caller)
+        )
 
     def run(self, workflow: Workflow[Any, O], execution_id: str, *, tenant: str) -> SyncRun[O]:
         client = self._client
         assert isinstance(client, WorkflowClient)
         return SyncRun(self._loop, client.run(workflow, execution_id, tenant=tenant))
-

@@ -203,7 +203,10 @@ class WorkflowRunner:
             log.warning("refreshing expired resumes skipped: %s", exc)
             return 0
         if buckets:
-            log.warning("gave %d overdue resume intents fresh ids (relays were down past the retry window)", len(buckets))
+            log.warning(
+                "gave %d overdue resume intents fresh ids (relays were down past the retry window)",
+                len(buckets),
+            )
         return len(buckets)
 
     async def prune(self) -> int:
@@ -220,7 +223,7 @@ class WorkflowRunner:
                 assert row is not None
                 cur = await conn.execute(queries.PRUNE, {"retention_ms": row[0], "limit": self.prune_batch})
                 deleted = cur.rowcount
-                await conn.execute(PRUNE_RECEIPTS, {"limit": self.prune_batch})  # type: ignore[arg-type]
+                await conn.execute(PRUNE_RECEIPTS, {"limit": self.prune_batch})
         except Exception as exc:
             if not is_connection_lost(exc):
                 raise

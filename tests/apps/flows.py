@@ -68,8 +68,11 @@ def emit(turn: akter.Turn[Board], cmd: Emit) -> None:
 def record(turn: akter.Turn[Board], cmd: Effect) -> int:
     """One effect per command id: a rerun attempt with the same derived id replays this."""
     caller = turn.caller
-    who = f"{caller.key}:{caller.on_behalf_of.key if isinstance(caller, akter.System) and caller.on_behalf_of else '-'}"
-    turn.state = Board(effects=(*turn.state.effects, cmd.text), callers=(*turn.state.callers, f"{turn.ref.tenant}|{who}"))
+    behalf = caller.on_behalf_of if isinstance(caller, akter.System) else None
+    who = f"{caller.key}:{behalf.key if behalf is not None else '-'}"
+    turn.state = Board(
+        effects=(*turn.state.effects, cmd.text), callers=(*turn.state.callers, f"{turn.ref.tenant}|{who}")
+    )
     return len(turn.state.effects)
 
 
@@ -114,7 +117,9 @@ slow = Racing.activity("slow", success=str)
 
 @Racing.body
 async def racing(wf: akter.WorkflowContext, job: Job) -> Done:
-    outcome = await first.run(signal_in(where=lambda s: s.name == job.name), deadline(timedelta(seconds=job.seconds)))
+    outcome = await first.run(
+        signal_in(where=lambda s: s.name == job.name), deadline(timedelta(seconds=job.seconds))
+    )
     label = f"signal {outcome.unwrap().value}" if isinstance(outcome, Some) else "deadline"
     after = await slow(plain, f"{job.name}-after")
     return Done(f"{label}; {after}")
@@ -163,7 +168,9 @@ rest = Book.sleep("rest")
 
 @Book.body
 async def book(wf: akter.WorkflowContext, job: Job) -> Done:
-    n = await wf.compensate(ledger_step(write_ledger, job.name), undo=lambda _: undo(plain, f"{job.name}-undo"))
+    n = await wf.compensate(
+        ledger_step(write_ledger, job.name), undo=lambda _: undo(plain, f"{job.name}-undo")
+    )
     await hold(held, f"{job.name}-hold")
     await rest(timedelta(seconds=job.seconds))
     return Done(f"ledger {n}; principal {wf.principal!r}; tenant {wf.ref.tenant}")
@@ -208,6 +215,3 @@ app = akter.App([Flows, Ledger])
 
 def make_app(database_url: str) -> akter.App:
     return akter.App([Flows, Ledger], database_url=database_url)
-
-
-

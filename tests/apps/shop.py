@@ -89,7 +89,10 @@ async def do_release(reservation: Reservation) -> None:
 
 Ship = Shop.workflow("Ship", input=Order, output=Shipped, errors=[OutOfStock], key=lambda o: o.id)
 reserve = Ship.activity(
-    "reserve", success=Reservation, errors=[OutOfStock], retry=akter.Retry(times=3, backoff=akter.constant(timedelta(0)))
+    "reserve",
+    success=Reservation,
+    errors=[OutOfStock],
+    retry=akter.Retry(times=3, backoff=akter.constant(timedelta(0))),
 )
 release = Ship.activity("release")
 cool_off = Ship.sleep("cool-off")

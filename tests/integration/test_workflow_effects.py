@@ -34,7 +34,9 @@ async def step_exit(peek: Peek, step: str) -> Any:
     return await peek.value("SELECT exit IS NOT NULL FROM actor_workflow_step WHERE step = %s", step)
 
 
-async def test_race_records_the_winner_and_replays_it_without_the_loser(env: Any, peek: Peek, clock: testing.Clock) -> None:
+async def test_race_records_the_winner_and_replays_it_without_the_loser(
+    env: Any, peek: Peek, clock: testing.Clock
+) -> None:
     app, relay, client = env
     handle = client.actor(Flows, "f1", tenant="acme")
     run = await handle.start(Racing, Job("r1", seconds=600))
@@ -77,10 +79,12 @@ async def test_all_runs_branches_and_two_sleeps_resume_at_their_own_times(
 
 
 async def test_wait_sees_an_event_committed_before_it_registered(env: Any, peek: Peek) -> None:
-    app, relay, client = env
+    _, _, client = env
     handle = client.actor(Flows, "f1", tenant="acme")
     run = await handle.start(Watch, Job("w", seconds=600))
-    await until(lambda: peek.value("SELECT count(*) FROM actor_workflow_step WHERE step = 'before'"), lambda n: n == 1)
+    await until(
+        lambda: peek.value("SELECT count(*) FROM actor_workflow_step WHERE step = 'before'"), lambda n: n == 1
+    )
     await handle.send(emit, Emit("w", 1))  # committed while "before" runs, before the wait exists
     flows.gate("w-before").set()
     # the wait settles on it while the sibling activity "beside" is still held
@@ -96,7 +100,10 @@ async def test_event_delivered_while_a_sibling_activity_runs_wakes_the_wait(env:
     handle = client.actor(Flows, "f1", tenant="acme")
     run = await handle.start(Watch, Job("x", seconds=600))
     flows.gate("x-before").set()
-    await until(lambda: peek.value("SELECT count(*) FROM actor_workflow_step WHERE step IN ('first', 'beside')"), lambda n: n == 2)
+    await until(
+        lambda: peek.value("SELECT count(*) FROM actor_workflow_step WHERE step IN ('first', 'beside')"),
+        lambda n: n == 2,
+    )
     await handle.send(emit, Emit("other", 9))  # does not match
     await handle.send(emit, Emit("x", 5))
     await until(lambda: step_exit(peek, "first"), bool)

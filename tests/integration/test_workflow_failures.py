@@ -33,7 +33,9 @@ async def env(database_url: str) -> AsyncIterator[tuple[akter.App, Any, Any]]:
         ("unregistered", "unregistered step 'made-inside'"),
     ],
 )
-async def test_a_body_that_leaves_the_effect_world_fails_with_effect_defect(env: Any, name: str, message: str) -> None:
+async def test_a_body_that_leaves_the_effect_world_fails_with_effect_defect(
+    env: Any, name: str, message: str
+) -> None:
     _, _, client = env
     run = await client.actor(Flows, "f1", tenant="acme").start(Broken, Job(name))
     result = await run.result(timeout=20)
@@ -48,7 +50,8 @@ async def test_a_bug_in_the_body_is_a_recorded_defect(env: Any) -> None:
     _, _, client = env
     run = await client.actor(Flows, "f1", tenant="acme").start(Broken, Job("bug"))
     result = await run.result(timeout=20)
-    assert isinstance(result, Failure) and "a bug in the body" in str(result.failure())
+    assert isinstance(result, Failure)
+    assert "a bug in the body" in str(result.failure())
 
 
 async def test_a_healthy_body_of_the_same_workflow_succeeds(env: Any) -> None:

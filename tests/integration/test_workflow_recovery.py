@@ -39,7 +39,9 @@ async def env(database_url: str) -> AsyncIterator[tuple[akter.App, Any, Any]]:
 
 
 @pytest.mark.slow
-async def test_a_relay_killed_during_a_sleep_is_replaced_by_another(database_url: str, peek: Peek, clock: testing.Clock) -> None:
+async def test_a_relay_killed_during_a_sleep_is_replaced_by_another(
+    database_url: str, peek: Peek, clock: testing.Clock
+) -> None:
     app = flows.make_app(database_url)
     first = RelayProcess(database_url, app=APP)
     second: RelayProcess | None = None
@@ -72,7 +74,9 @@ async def test_a_runner_killed_mid_activity_is_rerun_with_the_same_derived_ids(
             assert dying.wait(timeout=30) == -9, dying.output()
             # the activity ran and its commands landed, but its attempt was never settled
             assert await peek.count("actor_receipts", "ledger-twice") == 2
-            assert await peek.rows("SELECT attempt, exit IS NULL FROM actor_workflow_step WHERE step = 'ledger'") == [(1, True)]
+            assert await peek.rows(
+                "SELECT attempt, exit IS NULL FROM actor_workflow_step WHERE step = 'ledger'"
+            ) == [(1, True)]
             survivor = RelayProcess(database_url, app=APP)
             await clock.advance(timedelta(seconds=31))  # the recovery timer armed with the attempt
             result = await run.result(timeout=30)
@@ -81,7 +85,9 @@ async def test_a_runner_killed_mid_activity_is_rerun_with_the_same_derived_ids(
         assert await peek.count("actor_receipts", "ledger-twice") == 2
         state = await peek.value("SELECT state FROM actor_state WHERE actor_id = 'ledger-twice'")
         assert b'"effects":["twice-a","twice-b"]' in bytes(state)
-        assert await peek.rows("SELECT attempt, exit IS NULL FROM actor_workflow_step WHERE step = 'ledger'") == [(1, False)]
+        assert await peek.rows(
+            "SELECT attempt, exit IS NULL FROM actor_workflow_step WHERE step = 'ledger'"
+        ) == [(1, False)]
     finally:
         dying.close()
         if survivor is not None:
@@ -141,10 +147,14 @@ async def test_a_stale_generation_cannot_settle_and_the_run_still_finishes(
     run = await client.actor(Flows, "p4", tenant="acme").start(Settle, Job("stale", seconds=0))
     await gate.reached()
     # another activation takes the actor (as a new owner would)
-    await peek.rows("UPDATE actor_generations SET generation = generation + 1 WHERE actor_id = 'p4' RETURNING 1")
+    await peek.rows(
+        "UPDATE actor_generations SET generation = generation + 1 WHERE actor_id = 'p4' RETURNING 1"
+    )
     gate.release()
     await quiet(app, relay)
-    assert await peek.rows("SELECT attempt, exit IS NULL FROM actor_workflow_step WHERE step = 'ledger'") == [(1, True)]
+    assert await peek.rows("SELECT attempt, exit IS NULL FROM actor_workflow_step WHERE step = 'ledger'") == [
+        (1, True)
+    ]
     await clock.advance(timedelta(seconds=31))
     assert await run.result(timeout=20) == Success(Done("ledger 2; principal Anonymous(); tenant acme"))
     assert await peek.count("actor_receipts", "ledger-stale") == 2
@@ -153,10 +163,13 @@ async def test_a_stale_generation_cannot_settle_and_the_run_still_finishes(
 async def test_interrupting_a_running_execution_compensates_once(env: Any, peek: Peek) -> None:
     app, relay, client = env
     run = await client.actor(Flows, "p5", tenant="acme").start(Book, Job("run", seconds=600))
-    await until(lambda: peek.value("SELECT count(*) FROM actor_workflow_step WHERE step = 'hold'"), lambda n: n == 1)
+    await until(
+        lambda: peek.value("SELECT count(*) FROM actor_workflow_step WHERE step = 'hold'"), lambda n: n == 1
+    )
     await run.interrupt()
     result = await run.result(timeout=20)
-    assert isinstance(result, Failure) and isinstance(result.failure(), akter.Interrupted)
+    assert isinstance(result, Failure)
+    assert isinstance(result.failure(), akter.Interrupted)
     await quiet(app, relay)
     assert flows.CALLS["run-undo"] == 1
     assert await peek.value("SELECT count(*) FROM actor_workflow_step WHERE exit IS NULL") == 0
@@ -166,7 +179,9 @@ async def test_interrupting_a_running_execution_compensates_once(env: Any, peek:
 async def test_an_interrupt_racing_completion_yields_exactly_one_outcome(env: Any, peek: Peek) -> None:
     app, relay, client = env
     run = await client.actor(Flows, "p6", tenant="acme").start(Book, Job("racy", seconds=0))
-    await until(lambda: peek.value("SELECT count(*) FROM actor_workflow_step WHERE step = 'hold'"), lambda n: n == 1)
+    await until(
+        lambda: peek.value("SELECT count(*) FROM actor_workflow_step WHERE step = 'hold'"), lambda n: n == 1
+    )
     flows.gate("racy-hold").set()
     await asyncio.gather(run.interrupt(), asyncio.sleep(0))
     result = await run.result(timeout=20)

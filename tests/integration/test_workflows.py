@@ -13,7 +13,7 @@ from returns.result import Failure, Success
 import akter
 from akter import testing
 from tests.apps import shop
-from tests.apps.shop import Order, OutOfStock, Pay, Shipped, Ship, Shop, pay
+from tests.apps.shop import Order, OutOfStock, Pay, Ship, Shipped, Shop, pay
 from tests.integration.conftest import Peek
 from tests.integration.workflow_support import quiet
 
@@ -40,7 +40,8 @@ async def test_start_runs_to_completion_and_a_keyed_start_attaches(running: Any,
     assert await again.result(timeout=5) == Success(Shipped(order="o1", slot=20))
     assert shop.CALLS["reserve:o1"] == 1
     status = await run.poll()
-    assert status.finished and status.outcome == "succeeded"
+    assert status.finished
+    assert status.outcome == "succeeded"
     reattached = client.run(Ship, run.execution_id, tenant="acme")
     assert (await reattached.poll()).result == Success(Shipped(order="o1", slot=20))
     await quiet(app, relay)
@@ -54,24 +55,33 @@ async def test_declared_activity_failure_fails_the_run_and_compensation_does_not
     result = await run.result(timeout=20)
     assert isinstance(result, Failure)
     error = result.failure()
-    assert isinstance(error, OutOfStock) and (error.sku, error.asked) == ("big", 500)
+    assert isinstance(error, OutOfStock)
+    assert (error.sku, error.asked) == ("big", 500)
     assert shop.CALLS["reserve:big"] == 1
     assert "release:big" not in shop.CALLS
 
 
-async def test_retry_records_each_attempt_and_replay_reruns_none(running: Any, peek: Peek, clock: testing.Clock) -> None:
+async def test_retry_records_each_attempt_and_replay_reruns_none(
+    running: Any, peek: Peek, clock: testing.Clock
+) -> None:
     app, relay, client = running
-    run = await client.actor(Shop, "s1", tenant="acme").start(Ship, Order(id="flaky", fail_times=2, sleep_s=60))
+    run = await client.actor(Shop, "s1", tenant="acme").start(
+        Ship, Order(id="flaky", fail_times=2, sleep_s=60)
+    )
     await quiet(app, relay)
     assert shop.CALLS["reserve:flaky"] == 3
-    rows = await peek.rows("SELECT attempt, exit IS NOT NULL FROM actor_workflow_step WHERE step = 'reserve' ORDER BY attempt")
+    rows = await peek.rows(
+        "SELECT attempt, exit IS NOT NULL FROM actor_workflow_step WHERE step = 'reserve' ORDER BY attempt"
+    )
     assert rows == [(1, True), (2, True), (3, True)]
     await clock.advance(timedelta(seconds=61))  # the next pass replays all three attempts
     assert await run.result(timeout=20) == Success(Shipped(order="flaky", slot=10))
     assert shop.CALLS["reserve:flaky"] == 3
 
 
-async def test_sleep_suspends_until_the_database_clock_passes_it(running: Any, clock: testing.Clock, peek: Peek) -> None:
+async def test_sleep_suspends_until_the_database_clock_passes_it(
+    running: Any, clock: testing.Clock, peek: Peek
+) -> None:
     app, relay, client = running
     run = await client.actor(Shop, "s1", tenant="acme").start(Ship, Order(id="nap", sleep_s=3600))
     await quiet(app, relay)
@@ -103,7 +113,8 @@ async def test_interrupt_runs_compensation_once(running: Any, peek: Peek) -> Non
     await quiet(app, relay)
     await run.interrupt()
     result = await run.result(timeout=20)
-    assert isinstance(result, Failure) and isinstance(result.failure(), akter.Interrupted)
+    assert isinstance(result, Failure)
+    assert isinstance(result.failure(), akter.Interrupted)
     assert shop.CALLS["release:int"] == 1
     await quiet(app, relay)
     assert await peek.count("actor_outbox") == 0
@@ -112,7 +123,9 @@ async def test_interrupt_runs_compensation_once(running: Any, peek: Peek) -> Non
     assert (await run.poll()).outcome == "interrupted"
 
 
-async def test_retention_prunes_finished_executions_after_the_retention(database_url: str, peek: Peek, clock: testing.Clock) -> None:
+async def test_retention_prunes_finished_executions_after_the_retention(
+    database_url: str, peek: Peek, clock: testing.Clock
+) -> None:
     app = akter.App([Shop], database_url=database_url, workflow_retention=timedelta(days=2))
     async with app.relay() as relay, app.client() as client:
         handle = client.actor(Shop, "s1", tenant="acme")
@@ -124,7 +137,12 @@ async def test_retention_prunes_finished_executions_after_the_retention(database
         await clock.advance(timedelta(days=2, hours=1))
         assert await app.workflow_runner.prune() == 1
         assert await peek.rows("SELECT key, status FROM actor_workflow_executions") == [("open", "suspended")]
-        assert await peek.value("SELECT count(*) FROM actor_workflow_step s WHERE s.execution_id = %s", done.execution_id) == 0
+        assert (
+            await peek.value(
+                "SELECT count(*) FROM actor_workflow_step s WHERE s.execution_id = %s", done.execution_id
+            )
+            == 0
+        )
         assert (await open_run.poll()).status == "suspended"
 
 
@@ -158,3 +176,4 @@ def test_the_sync_client_starts_and_waits(database_url: str) -> None:
     finally:
         loop.call_soon_threadsafe(stop.set)
         thread.join(timeout=30)
+        loop.close()

@@ -17,10 +17,10 @@ async def running(app: akter.App) -> AsyncIterator[tuple[Relay, Any]]:
         yield relay, client
 
 
-async def quiet(app: akter.App, relay: Relay, timeout: float = 30) -> None:
+async def quiet(app: akter.App, relay: Relay, within: float = 30) -> None:
     """Until nothing is due and no pass runs (a pass can make something due, and back)."""
     runner = app.workflow_runner
-    async with asyncio.timeout(timeout):
+    async with asyncio.timeout(within):
         while True:
             await relay.idle()
             await runner.idle()
@@ -29,10 +29,10 @@ async def quiet(app: akter.App, relay: Relay, timeout: float = 30) -> None:
                 return
 
 
-async def until(probe: Callable[[], Awaitable[Any]], done: Callable[[Any], bool], timeout: float = 20) -> Any:
+async def until(probe: Callable[[], Awaitable[Any]], done: Callable[[Any], bool], within: float = 20) -> Any:
     """Wait for a condition a test can only observe (a row settled, a status). It polls; it
     never orders steps by elapsed time."""
-    async with asyncio.timeout(timeout):
+    async with asyncio.timeout(within):
         while True:
             value = await probe()
             if done(value):
