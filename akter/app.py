@@ -22,7 +22,7 @@ import psycopg
 import psycopg_pool
 
 from akter import faults
-from akter.actor.client import Client, SyncClient, _LoopThread
+from akter.actor.client import _LoopThread
 from akter.actor.declare import Actor, Command
 from akter.actor.kernel import Committed, TurnHook, TurnOptions, run_turn
 from akter.callers import Caller
@@ -96,7 +96,12 @@ class App:
         from akter.workflow.hook import WorkflowHook
         from akter.workflow.runner import WorkflowRunner
 
-        problems = [p for a in self.actors.values() for w in a.extensions.get("workflows", {}).values() for p in w.validate()]
+        problems = [
+            p
+            for a in self.actors.values()
+            for w in a.extensions.get("workflows", {}).values()
+            for p in w.validate()
+        ]
         if problems:
             raise DeclarationError("App", problems)
         hook = WorkflowHook(self.actors)
@@ -173,7 +178,14 @@ class App:
 class Runtime:
     """The live side of an App in one event loop: pool, retry window, database clock estimate."""
 
-    def __init__(self, app: App, url: str, pool: psycopg_pool.AsyncConnectionPool[Any], retry_window_ms: int, skew_ms: int) -> None:
+    def __init__(
+        self,
+        app: App,
+        url: str,
+        pool: psycopg_pool.AsyncConnectionPool[Any],
+        retry_window_ms: int,
+        skew_ms: int,
+    ) -> None:
         self.app = app
         self.url = url
         self.pool = pool

@@ -24,7 +24,7 @@ import cattrs
 import zstandard
 from cattrs.preconf.json import make_converter as _json_converter
 
-from akter.errors import CorruptRecord
+from akter.errors import CorruptRecord, InvalidInput
 
 T = TypeVar("T")
 
@@ -49,19 +49,26 @@ def _compressor() -> zstandard.ZstdCompressor:
     c = getattr(_local, "c", None)
     if c is None:
         c = _local.c = zstandard.ZstdCompressor(level=_LEVEL)
-    return c  # type: ignore[no-any-return]
+    return c
 
 
 def _decompressor() -> zstandard.ZstdDecompressor:
     d = getattr(_local, "d", None)
     if d is None:
         d = _local.d = zstandard.ZstdDecompressor()
-    return d  # type: ignore[no-any-return]
+    return d
 
 
 def canonical_json(primitive: Any) -> bytes:
-    """JSON with sorted keys, no whitespace, UTF-8: equal values give equal bytes."""
-    return json.dumps(primitive, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    """JSON with sorted keys, no whitespace, UTF-8: equal values give equal bytes.
+
+    A string holding a lone surrogate has no UTF-8 form, so it cannot be stored or hashed: that
+    is ``InvalidInput``, raised before anything is written."""
+    text = json.dumps(primitive, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(f"a string in this value is not valid Unicode (lone surrogate): {exc}") from exc
 
 
 def to_primitive(value: Any, as_type: Any = None) -> Any:
@@ -69,7 +76,8 @@ def to_primitive(value: Any, as_type: Any = None) -> Any:
 
 
 def from_primitive(primitive: Any, as_type: type[T] | Any) -> T:
-    return converter.structure(primitive, as_type)  # type: ignore[no-any-return]
+    value: T = converter.structure(primitive, as_type)
+    return value
 
 
 def frame(body: bytes) -> bytes:
@@ -87,7 +95,7 @@ def unframe(data: bytes) -> bytes:
         return bytes(body)
     if head == ZSTD:
         try:
-            return _decompressor().decompress(body)  # type: ignore[no-any-return]
+            return _decompressor().decompress(body)
         except zstandard.ZstdError as exc:
             raise CorruptRecord(f"stored value is not valid zstd: {exc}") from exc
     raise CorruptRecord(f"stored value has unknown frame header 0x{head:02x}")
@@ -110,10 +118,11 @@ def decode(data: bytes, as_type: type[T] | Any) -> T:
     """Stored bytes → value of ``as_type``; any failure is ``CorruptRecord``."""
     primitive = decode_primitive(data)
     try:
-        return from_primitive(primitive, as_type)
+        value: T = from_primitive(primitive, as_type)
     except (cattrs.BaseValidationError, TypeError, ValueError, KeyError) as exc:
         name = getattr(as_type, "__name__", str(as_type))
         raise CorruptRecord(f"stored value does not structure as {name}: {exc}") from exc
+    return value
 
 
 def digest(primitive: Any) -> bytes:

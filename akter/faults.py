@@ -48,8 +48,15 @@ class Pause:
     _released: asyncio.Event = attrs.field(factory=asyncio.Event)
     hits: int = 0
 
-    async def reached(self, timeout: float = 30.0) -> None:
-        await asyncio.wait_for(self._reached.wait(), timeout)
+    # A barrier that is never reached must fail the test waiting on it with a message naming the
+    # point, not hang until the whole run times out: so the bound is built in.
+    async def reached(self, timeout: float = 30.0) -> None:  # noqa: ASYNC109 -- built-in bound, see above
+        """Wait until a turn (or relay, or workflow) is paused here; ``TimeoutError`` after
+        ``timeout`` seconds, naming the point."""
+        try:
+            await asyncio.wait_for(self._reached.wait(), timeout)
+        except TimeoutError:
+            raise TimeoutError(f"fault point {self.point} was not reached within {timeout}s") from None
 
     def release(self) -> None:
         self._released.set()
@@ -111,6 +118,7 @@ async def hit(point: str, *ids: str) -> None:
             continue
         if isinstance(fault, Crash):
             os.kill(os.getpid(), signal.SIGKILL)
+            return  # not reached: SIGKILL cannot be caught
         if fault.once:
             faults.remove(fault)
         await fault._block()

@@ -24,6 +24,7 @@ are listed in ``akter.faults.POINTS``.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import LiteralString
 
 import psycopg
 
@@ -39,15 +40,16 @@ class Clock:
     def __init__(self, database_url: str) -> None:
         self.database_url = database_url
 
-    async def _exec(self, sql: str, params: tuple[object, ...] = ()) -> datetime:
+    async def _exec(self, sql: LiteralString, params: tuple[object, ...] = ()) -> datetime:
         async with await psycopg.AsyncConnection.connect(self.database_url, autocommit=True) as conn:
             if sql:
-                await conn.execute(sql, params)  # type: ignore[arg-type]  # fixed SQL below
+                await conn.execute(sql, params)
                 # workers waiting on a timer re-read their due rows (see akter.outbox)
                 await conn.execute("NOTIFY akter_wake")
             row = await (await conn.execute("SELECT akter_now()")).fetchone()
         assert row is not None
-        return row[0]  # type: ignore[no-any-return]
+        now: datetime = row[0]
+        return now
 
     async def now(self) -> datetime:
         """The database clock now."""

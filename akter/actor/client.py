@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from akter.app import Runtime
 
 S = TypeVar("S")
-I = TypeVar("I")  # noqa: E741 -- a command's input type
-O = TypeVar("O")
+I = TypeVar("I")  # noqa: E741 -- named as in akter.actor.declare: a command's input type
+O = TypeVar("O")  # noqa: E741 -- named as in akter.actor.declare: a command's output type
 T = TypeVar("T")
 
 
@@ -72,7 +72,9 @@ class Client:
         self.runtime = runtime
         self.caller: Caller = caller if caller is not None else Anonymous()
 
-    def actor(self, actor: Actor[S], actor_id: str, *, tenant: str, caller: Caller | None = None) -> ActorHandle[S]:
+    def actor(
+        self, actor: Actor[S], actor_id: str, *, tenant: str, caller: Caller | None = None
+    ) -> ActorHandle[S]:
         self.runtime.app.check_declared(actor)
         ref = ActorRef(tenant=tenant, actor_type=actor.name, actor_id=actor_id)
         return ActorHandle(self.runtime, actor, ref, caller if caller is not None else self.caller)
@@ -88,7 +90,9 @@ class SyncActorHandle(Generic[S]):
         self._handle = handle
         self.ref = handle.ref
 
-    def send(self, command: Command[S, I, O], payload: I, *, command_id: str | None = None) -> Result[O, Exception]:
+    def send(
+        self, command: Command[S, I, O], payload: I, *, command_id: str | None = None
+    ) -> Result[O, Exception]:
         return self._loop.run(self._handle.send(command, payload, command_id=command_id))
 
 
@@ -99,7 +103,9 @@ class SyncClient:
         self._loop = loop
         self._client = client
 
-    def actor(self, actor: Actor[S], actor_id: str, *, tenant: str, caller: Caller | None = None) -> SyncActorHandle[S]:
+    def actor(
+        self, actor: Actor[S], actor_id: str, *, tenant: str, caller: Caller | None = None
+    ) -> SyncActorHandle[S]:
         return SyncActorHandle(self._loop, self._client.actor(actor, actor_id, tenant=tenant, caller=caller))
 
     def new_command_id(self) -> str:

@@ -13,7 +13,9 @@ from tests.apps.counter import Add, Counter, add, make_app
 async def main(url: str, actor_id: str, command_id: str, amount: int) -> None:
     app = make_app(url)
     async with app.client() as client:
-        outcome = await client.actor(Counter, actor_id, tenant="acme").send(add, Add(amount), command_id=command_id)
+        outcome = await client.actor(Counter, actor_id, tenant="acme").send(
+            add, Add(amount), command_id=command_id
+        )
     print(outcome)
 
 

@@ -4,13 +4,16 @@ connection (``peek``) through which tests read what a user would observe."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, LiteralString
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from akter import testing
 from tests.apps import counter
+
+Query = LiteralString | sql.Composed
 
 
 class Peek:
@@ -19,18 +22,19 @@ class Peek:
     def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
         self.conn = conn
 
-    async def rows(self, sql: str, *params: object) -> list[tuple[Any, ...]]:
-        cur = await self.conn.execute(sql, params)  # type: ignore[arg-type]
+    async def rows(self, query: Query, *params: object) -> list[tuple[Any, ...]]:
+        cur = await self.conn.execute(query, params)
         return await cur.fetchall()
 
-    async def value(self, sql: str, *params: object) -> Any:
-        rows = await self.rows(sql, *params)
+    async def value(self, query: Query, *params: object) -> Any:
+        rows = await self.rows(query, *params)
         return rows[0][0] if rows else None
 
     async def count(self, table: str, actor_id: str | None = None) -> int:
+        count = sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table))
         if actor_id is None:
-            return int(await self.value(f"SELECT count(*) FROM {table}"))
-        return int(await self.value(f"SELECT count(*) FROM {table} WHERE actor_id = %s", actor_id))
+            return int(await self.value(count))
+        return int(await self.value(count + sql.SQL(" WHERE actor_id = %s"), actor_id))
 
 
 @pytest.fixture

@@ -23,7 +23,12 @@ def _send(url: str, actor_id: str, command_id: str, faults: str = "") -> subproc
     env = {**os.environ, "AKTER_FAULTS": faults, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
         [sys.executable, "-m", "tests.apps.send_one", url, actor_id, command_id, "5"],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
 
@@ -34,7 +39,9 @@ def _cid() -> str:
     return str(CommandId.mint(now, 3_600_000))
 
 
-async def test_killed_before_commit_leaves_nothing_and_a_retry_commits_once(database_url: str, peek: Peek) -> None:
+async def test_killed_before_commit_leaves_nothing_and_a_retry_commits_once(
+    database_url: str, peek: Peek
+) -> None:
     cid = _cid()
     died = _send(database_url, "k1", cid, faults="turn.before_commit=crash@k1")
     assert died.returncode == -signal.SIGKILL, died.stderr

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import Any, TypeVar
 
 import attrs
 import psycopg
@@ -12,7 +14,8 @@ import pytest
 from returns.result import Failure, Result, Success
 
 import akter
-from akter import testing
+from akter import codec, testing
+from tests.apps import counter
 from tests.apps.counter import (
     Add,
     Added,
@@ -27,8 +30,9 @@ from tests.apps.counter import (
     note,
     reset,
 )
-from tests.apps import counter
 from tests.integration.conftest import Peek
+
+T = TypeVar("T")
 
 
 async def test_a_command_commits_state_event_and_receipt(database_url: str, peek: Peek) -> None:
@@ -37,8 +41,43 @@ async def test_a_command_commits_state_event_and_receipt(database_url: str, peek
         assert await shop.send(add, Add(2)) == Success(2)
         assert await shop.send(add, Add(3)) == Success(5)
     assert await peek.count("actor_receipts", "c1") == 2
-    assert await peek.rows("SELECT sequence, tag FROM actor_events ORDER BY sequence") == [(1, "Added"), (2, "Added")]
+    assert await peek.rows("SELECT sequence, tag FROM actor_events ORDER BY sequence") == [
+        (1, "Added"),
+        (2, "Added"),
+    ]
     assert await peek.value("SELECT event_seq FROM actor_generations WHERE actor_id = 'c1'") == 2
+
+
+async def test_events_of_one_turn_take_consecutive_sequences(database_url: str, peek: Peek) -> None:
+    Burst = akter.Actor("Burst", state=CounterState, events=[Added, Note])
+
+    @Burst.command
+    def burst(turn: akter.Turn[CounterState], cmd: Add) -> None:
+        for i in range(cmd.amount):
+            turn.emit(Added(amount=i, total=i))
+        turn.emit(Note("it's done"))  # a quote in a value travels as data
+
+    async with akter.App([Burst], database_url=database_url).client() as client:
+        handle = client.actor(Burst, "b", tenant="acme")
+        first = await handle.send_record(burst, Add(3))
+        second = await handle.send_record(burst, Add(0))
+    assert [(seq, tag) for seq, tag, _ in first.events] == [
+        (1, "Added"),
+        (2, "Added"),
+        (3, "Added"),
+        (4, "Note"),
+    ]
+    assert [(seq, tag) for seq, tag, _ in second.events] == [(5, "Note")]
+    assert await peek.rows("SELECT sequence, tag FROM actor_events ORDER BY sequence") == [
+        (1, "Added"),
+        (2, "Added"),
+        (3, "Added"),
+        (4, "Note"),
+        (5, "Note"),
+    ]
+    assert await peek.value("SELECT event_seq FROM actor_generations") == 5
+    stored = await peek.value("SELECT value FROM actor_events WHERE sequence = 5")
+    assert codec.decode(stored, Note) == Note("it's done")
 
 
 async def test_same_id_replays_without_running_the_handler(database_url: str, peek: Peek) -> None:
@@ -63,7 +102,9 @@ async def test_same_actor_id_in_two_tenants_is_two_actors(database_url: str, pee
     ]
 
 
-async def test_declared_failure_rolls_back_and_replays_after_state_changed(database_url: str, peek: Peek) -> None:
+async def test_declared_failure_rolls_back_and_replays_after_state_changed(
+    database_url: str, peek: Peek
+) -> None:
     async with make_app(database_url).client() as client:
         handle = client.actor(Counter, "c1", tenant="acme")
         await handle.send(add, Add(8))
@@ -106,7 +147,9 @@ async def test_conflicting_payload_or_command_is_refused(database_url: str, peek
 async def test_another_caller_presenting_a_known_id_is_denied(database_url: str, peek: Peek) -> None:
     async with make_app(database_url).client() as client:
         cid = client.new_command_id()
-        await client.actor(Counter, "c1", tenant="acme", caller=akter.User("alice")).send(add, Add(1), command_id=cid)
+        await client.actor(Counter, "c1", tenant="acme", caller=akter.User("alice")).send(
+            add, Add(1), command_id=cid
+        )
         mallory = client.actor(Counter, "c1", tenant="acme", caller=akter.User("mallory"))
         with pytest.raises(akter.AccessDenied, match="another caller"):
             await mallory.send(add, Add(1), command_id=cid)
@@ -123,7 +166,9 @@ async def test_access_policy_refuses_before_anything_is_written(database_url: st
     async with akter.App([Guarded], database_url=database_url).client() as client:
         with pytest.raises(akter.AccessDenied):
             await client.actor(Guarded, "g", tenant="acme").send(bump, Add(1))
-        assert await client.actor(Guarded, "g", tenant="acme", caller=akter.User("u")).send(bump, Add(1)) == Success(None)
+        assert await client.actor(Guarded, "g", tenant="acme", caller=akter.User("u")).send(
+            bump, Add(1)
+        ) == Success(None)
     assert await peek.count("actor_receipts") == 1
 
 
@@ -165,7 +210,9 @@ async def test_oversized_state_rolls_back_with_a_typed_error(database_url: str, 
     assert await peek.count("actor_receipts") == 1
 
 
-async def test_corrupt_state_row_is_a_typed_error_and_the_bytes_are_kept(database_url: str, peek: Peek) -> None:
+async def test_corrupt_state_row_is_a_typed_error_and_the_bytes_are_kept(
+    database_url: str, peek: Peek
+) -> None:
     async with make_app(database_url).client() as client:
         handle = client.actor(Counter, "c1", tenant="acme")
         await handle.send(add, Add(1))
@@ -173,7 +220,9 @@ async def test_corrupt_state_row_is_a_typed_error_and_the_bytes_are_kept(databas
         with pytest.raises(akter.CorruptRecord, match="zstd"):
             await handle.send(add, Add(1))
         await peek.rows("UPDATE actor_state SET state = '\\x007b7d'::bytea RETURNING 1")  # {} misses nothing
-        await peek.rows("""UPDATE actor_state SET state = '\\x007b22636f756e74223a2278227d'::bytea RETURNING 1""")
+        await peek.rows(
+            """UPDATE actor_state SET state = '\\x007b22636f756e74223a2278227d'::bytea RETURNING 1"""
+        )
         with pytest.raises(akter.CorruptRecord, match="CounterState"):
             await handle.send(add, Add(1))
     assert bytes(await peek.value("SELECT state FROM actor_state")) == b'\x00{"count":"x"}'
@@ -199,7 +248,10 @@ async def test_malformed_actor_ids_are_typed_errors(
     assert await peek.count("actor_generations") == 0
 
 
-@pytest.mark.parametrize("bad", ["", "v2.1.2.00000000000000000000000000000000", "v1.5.4.0123456789abcdef0123456789abcdef", "v1.1.2.xyz"])
+@pytest.mark.parametrize(
+    "bad",
+    ["", "v2.1.2.00000000000000000000000000000000", "v1.5.4.0123456789abcdef0123456789abcdef", "v1.1.2.xyz"],
+)
 async def test_malformed_command_ids_are_typed_errors(database_url: str, peek: Peek, bad: str) -> None:
     async with make_app(database_url).client() as client:
         with pytest.raises(akter.InvalidCommandId):
@@ -209,8 +261,9 @@ async def test_malformed_command_ids_are_typed_errors(database_url: str, peek: P
 
 async def test_wrong_payload_type_is_refused(database_url: str, peek: Peek) -> None:
     async with make_app(database_url).client() as client:
+        handle = client.actor(Counter, "c1", tenant="acme")
         with pytest.raises(akter.InvalidInput, match="takes a Add, got Note"):
-            await client.actor(Counter, "c1", tenant="acme").send(add, Note("x"))  # type: ignore[arg-type]
+            await handle.send(add, Note("x"))  # type: ignore[misc]  # the wrong type is the point
     assert await peek.count("actor_generations") == 0
 
 
@@ -235,7 +288,12 @@ async def test_concurrent_duplicate_deliveries_commit_once(database_url: str, pe
         await gate.reached()  # a holds the row lock on its connection, uncommitted
         b = asyncio.create_task(first.send_record(add, Add(1), command_id=cid))
         # b runs on a second pooled connection and blocks on the lock until a commits
-        await _until(lambda: peek.value("SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype IN ('transactionid','tuple')"), lambda n: n >= 1)
+        await _until(
+            lambda: peek.value(
+                "SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype IN ('transactionid','tuple')"
+            ),
+            lambda n: n >= 1,
+        )
         gate.release()
         ra, rb = await a, await b
     assert (ra.replayed, rb.replayed) == (False, True)
@@ -250,7 +308,9 @@ async def test_concurrent_turns_never_lose_an_update(database_url: str, peek: Pe
         handle = client.actor(Counter, "c1", tenant="acme")
         results = await asyncio.gather(*(handle.send(add, Add(1)) for _ in range(20)))
     assert sorted(r.unwrap() for r in results) == list(range(1, 21))
-    assert await peek.rows("SELECT array_agg(sequence ORDER BY sequence) FROM actor_events") == [(list(range(1, 21)),)]
+    assert await peek.rows("SELECT array_agg(sequence ORDER BY sequence) FROM actor_events") == [
+        (list(range(1, 21)),)
+    ]
 
 
 async def test_lock_timeout_is_retried_without_entering_the_handler(
@@ -274,7 +334,10 @@ async def test_lock_timeout_is_retried_without_entering_the_handler(
 
 async def test_a_busy_actor_past_the_deadline_is_actor_busy(database_url: str, peek: Peek) -> None:
     app = akter.App(
-        [Counter], database_url=database_url, lock_timeout=timedelta(milliseconds=20), busy_timeout=timedelta(milliseconds=200)
+        [Counter],
+        database_url=database_url,
+        lock_timeout=timedelta(milliseconds=20),
+        busy_timeout=timedelta(milliseconds=200),
     )
     async with app.client() as client:
         handle = client.actor(Counter, "c1", tenant="acme")
@@ -312,28 +375,26 @@ def test_sync_client(database_url: str) -> None:
     assert counter.RUNS["add_at_most_10"] == 1
 
 
-def _failure(outcome: Result[object, Exception]) -> tuple[object, ...]:
+def _failure(outcome: Result[Any, Exception]) -> tuple[object, ...]:
     """The declared error of a Failure as (class, fields): attrs exceptions compare by identity."""
     assert isinstance(outcome, Failure), outcome
     error = outcome.failure()
     return (type(error), *attrs.astuple(error))
 
 
-def _busy_retries(caplog: pytest.LogCaptureFixture) -> int:
+async def _busy_retries(caplog: pytest.LogCaptureFixture) -> int:
     return sum("is busy" in r.getMessage() for r in caplog.records)
 
 
-async def _until(probe, done, timeout: float = 10.0):  # type: ignore[no-untyped-def]
+async def _until(probe: Callable[[], Awaitable[T]], done: Callable[[T], bool], within: float = 10.0) -> T:
     """Wait for an observable condition (a lock wait, a log line): a barrier on state the test
     cannot hook directly. Polls; never used to order steps by elapsed time."""
     loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
+    end = loop.time() + within
     while True:
-        value = probe()
-        if asyncio.iscoroutine(value):
-            value = await value
+        value = await probe()
         if done(value):
             return value
         if loop.time() > end:
-            raise AssertionError(f"condition not reached in {timeout}s (last value {value!r})")
+            raise AssertionError(f"condition not reached in {within}s (last value {value!r})")
         await asyncio.sleep(0.005)

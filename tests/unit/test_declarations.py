@@ -57,8 +57,8 @@ def test_command_problems_are_reported_together() -> None:
 
     with pytest.raises(akter.DeclarationError) as info:
 
-        @actor.command(errors=[PlainError, int])  # type: ignore[list-item]
-        async def handler(turn, cmd, extra):  # type: ignore[no-untyped-def]
+        @actor.command(errors=[PlainError, int])  # type: ignore[list-item, arg-type]  # wrong on purpose
+        async def handler(turn, cmd, extra):  # type: ignore[no-untyped-def]  # unannotated on purpose
             return None
 
     problems = info.value.problems

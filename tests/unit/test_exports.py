@@ -7,7 +7,22 @@ import akter
 
 def test_all_is_exactly_the_public_surface() -> None:
     public = {name for name in dir(akter) if not name.startswith("_")}
-    modules = {"actor", "app", "callers", "codec", "errors", "faults", "ids", "store", "testing", "outbox", "workflow"}
+    # submodules are attributes of the package once imported; pytest_plugin is imported by
+    # pytest's `-p akter.pytest_plugin` before any test runs
+    modules = {
+        "actor",
+        "app",
+        "callers",
+        "codec",
+        "errors",
+        "faults",
+        "ids",
+        "outbox",
+        "pytest_plugin",
+        "store",
+        "testing",
+        "workflow",
+    }
     assert public - modules == set(akter.__all__)
 
 

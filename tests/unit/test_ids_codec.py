@@ -156,6 +156,20 @@ def test_json_of_the_wrong_shape_is_a_corrupt_record() -> None:
         codec.decode(codec.encode({"number": "not a number"}), Order)
 
 
+@pytest.mark.parametrize(
+    "value",
+    ["\ud800", {"note": "half a pair \udfff"}, {"\ud83d": 1}, Line(sku="\udc80", quantity=1)],
+    ids=["str", "nested", "key", "attrs-field"],
+)
+def test_a_lone_surrogate_cannot_be_encoded_or_hashed(value: object) -> None:
+    # Python strings may hold lone surrogates (from surrogateescape, or JSON "\ud800" escapes);
+    # UTF-8 has no form for them, so they are refused as input rather than stored mangled.
+    with pytest.raises(InvalidInput, match="surrogate"):
+        codec.encode(value)
+    with pytest.raises(InvalidInput, match="surrogate"):
+        codec.digest(codec.to_primitive(value))
+
+
 # -- routing keys ---------------------------------------------------------------------------------
 
 names = st.text(max_size=40)
@@ -289,7 +303,7 @@ LIMITS = {"tenant": MAX_TENANT_BYTES, "actor_type": MAX_ACTOR_TYPE_BYTES, "actor
 
 def ref_with(field: str, value: object) -> ActorRef:
     parts: dict[str, object] = {"tenant": "acme", "actor_type": "Account", "actor_id": "alice", field: value}
-    return ActorRef(**parts)  # type: ignore[arg-type]
+    return ActorRef(**parts)  # type: ignore[arg-type]  # ill-typed parts are what is tested
 
 
 @pytest.mark.parametrize("field", LIMITS)
