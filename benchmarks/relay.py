@@ -233,7 +233,9 @@ async def idle_pass(url: str, timers: int, passes: int) -> dict[str, Any]:
             )
         await conn.execute("VACUUM ANALYZE actor_outbox")
         params = {
-            "buckets": list(ALL_BUCKETS),
+            "head": list(ALL_BUCKETS),
+            "tail": [],
+            "probe": True,
             "limit": 64,
             "horizon_ms": 1_000,
             "lease_ms": 30_000,
