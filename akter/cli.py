@@ -240,5 +240,17 @@ async def _run_relay(app: Any, settings: Any) -> int:
     return code
 
 
+def _register_tools() -> None:
+    # Commands whose code lives beside what they show (the demo app, the inspect views).
+    from akter.demo import demo_command
+    from akter.inspect import inspect_group
+
+    main.add_command(demo_command)
+    main.add_command(inspect_group)
+
+
+_register_tools()
+
+
 if __name__ == "__main__":
     main()
