@@ -43,7 +43,18 @@ from akter.ids import ActorRef, CommandId
 from akter.outbox.relay import Relay, RelaySettings
 from akter.workflow.activity import ActivityContext, activity_context
 from akter.workflow.context import WorkflowContext
-from akter.workflow.declare import Backoff, Retry, Versions, Workflow, constant, exponential
+from akter.workflow.declare import (
+    ActivityStep,
+    Backoff,
+    RaceStep,
+    Retry,
+    SleepStep,
+    Versions,
+    WaitStep,
+    Workflow,
+    constant,
+    exponential,
+)
 from akter.workflow.effects import all_ as all
 from akter.workflow.run import Run, Status
 
@@ -51,6 +62,7 @@ __all__ = [
     "AccessDenied",
     "ActivityContext",
     "ActivityOutcomeUnknown",
+    "ActivityStep",
     "Actor",
     "ActorBusy",
     "ActorHandle",
@@ -81,6 +93,7 @@ __all__ = [
     "InvalidInput",
     "InvalidTimerKey",
     "Principal",
+    "RaceStep",
     "Relay",
     "RelaySettings",
     "ResultTimeout",
@@ -88,6 +101,7 @@ __all__ = [
     "Run",
     "SchemaError",
     "SchemaTooNew",
+    "SleepStep",
     "StateTooLarge",
     "Status",
     "SyncClient",
@@ -98,6 +112,7 @@ __all__ = [
     "UnknownCommand",
     "User",
     "Versions",
+    "WaitStep",
     "Workflow",
     "WorkflowContext",
     "activity_context",

@@ -24,9 +24,10 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 import attrs
+from returns.maybe import Maybe
 
 from akter.errors import DeclarationError, EffectDefect
 
@@ -111,13 +112,13 @@ class ActivityStep(Step, Generic[T]):
 
     kind = "activity"
 
-    def __call__(self, fn: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, fn: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any) -> Awaitable[T]:
         """``await reserve(fn, *args)``: run ``fn`` once (per attempt), record its result, replay
         it afterwards. ``fn`` may be sync (run in a worker thread) or async."""
         from akter.workflow.effects import ActivityCall
 
         self._check_running()
-        return ActivityCall(step=self, fn=fn, args=args, kwargs=kwargs)
+        return cast("Awaitable[T]", ActivityCall(step=self, fn=fn, args=args, kwargs=kwargs))
 
     def error_named(self, name: str) -> type[Exception] | None:
         return next((e for e in self.errors if e.__name__ == name), None)
@@ -127,13 +128,13 @@ class ActivityStep(Step, Generic[T]):
 class SleepStep(Step):
     kind = "clock"
 
-    def __call__(self, duration: timedelta) -> Any:
+    def __call__(self, duration: timedelta) -> Awaitable[None]:
         from akter.workflow.effects import Sleep
 
         self._check_running()
         if not isinstance(duration, timedelta) or duration < timedelta(0):
             raise EffectDefect(f"sleep {self.name!r} takes a non-negative timedelta, got {duration!r}")
-        return Sleep(step=self, duration=duration)
+        return cast("Awaitable[None]", Sleep(step=self, duration=duration))
 
 
 @attrs.frozen(eq=False)
@@ -142,13 +143,15 @@ class WaitStep(Step, Generic[E]):
 
     kind = "wait"
 
-    def __call__(self, where: Callable[[E], bool] | None = None, timeout: timedelta | None = None) -> Any:
+    def __call__(
+        self, where: Callable[[E], bool] | None = None, timeout: timedelta | None = None
+    ) -> Awaitable[Maybe[E]]:
         """``await paid(where=..., timeout=...)`` → ``Maybe[Event]``: the lowest-sequence
         matching event of the owner after the execution's cursor, or ``Nothing`` on timeout."""
         from akter.workflow.effects import Wait
 
         self._check_running()
-        return Wait(step=self, where=where, timeout=timeout)
+        return cast("Awaitable[Maybe[E]]", Wait(step=self, where=where, timeout=timeout))
 
 
 @attrs.frozen(eq=False)
@@ -242,22 +245,45 @@ class Workflow(Generic[I, O]):
             raise DeclarationError(f"step {self.name}.{step.name}", problems)
         self.steps[step.name] = step
 
+    @overload
     def activity(
         self,
         name: str,
         *,
-        success: type[T] | Any = None,
+        success: type[T],
+        errors: Sequence[type[Exception]] = (),
+        retry: Retry = ...,
+        timeout: timedelta | None = None,
+    ) -> ActivityStep[T]: ...
+
+    @overload
+    def activity(
+        self,
+        name: str,
+        *,
+        success: None = None,
+        errors: Sequence[type[Exception]] = (),
+        retry: Retry = ...,
+        timeout: timedelta | None = None,
+    ) -> ActivityStep[None]: ...
+
+    def activity(
+        self,
+        name: str,
+        *,
+        success: Any = None,
         errors: Sequence[type[Exception]] = (),
         retry: Retry = Retry(),
         timeout: timedelta | None = None,
-    ) -> ActivityStep[T]:
+    ) -> ActivityStep[Any]:
+        """Declare an activity step; ``success`` is its result type (None for no result)."""
         for err in errors:
             if not (isinstance(err, type) and issubclass(err, Exception) and attrs.has(err)):
                 raise DeclarationError(
                     f"activity {self.name}.{name}",
                     [f"declared error {err!r} must be an attrs Exception class"],
                 )
-        step: ActivityStep[T] = ActivityStep(
+        step: ActivityStep[Any] = ActivityStep(
             workflow=self,
             name=name,
             success=None if success is type(None) else success,
