@@ -284,6 +284,7 @@ async def main() -> None:
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "relay.json"))
     args = parser.parse_args()
 
+    load_at_start = os.getloadavg()
     server_url = resolve_database_url(args.database_url)
     dbname = f"akter_bench_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(server_url, autocommit=True) as admin:
@@ -298,19 +299,24 @@ async def main() -> None:
             await throughput(url, 3, args.intents),
             await idle_pass(url, 0, 1000),
             await idle_pass(url, 100_000, 1000),
+            # past 100,000 the index is as deep as it gets for a long while: the cost stays flat
+            await idle_pass(url, 1_000_000, 1000),
         ]
     finally:
         with psycopg.connect(server_url, autocommit=True) as admin:
             admin.execute(f"DROP DATABASE {dbname} WITH (FORCE)")
 
-    notified, _polled, one, three, empty, full = results
+    notified, _polled, one, three, empty, full, _million = results
     checks = {
         "latency_p50_ms_notifications": (notified["p50_ms"], "<=", 10.0),
         "latency_p99_ms_notifications": (notified["p99_ms"], "<=", 50.0),
         "three_over_one_process_throughput": (three["per_second"] / one["per_second"], ">", 1.0),
         "idle_pass_100k_minus_empty_p50_ms": (full["p50_ms"] - empty["p50_ms"], "<=", 0.1),
     }
-    print(f"PostgreSQL {version}, Python {platform.python_version()}, {os.cpu_count()} cores")
+    print(
+        f"PostgreSQL {version}, Python {platform.python_version()}, {os.cpu_count()} cores,"
+        f" load average at start {load_at_start[0]:.1f}"
+    )
     print(f"{'phase':40} {'p50 ms':>8} {'p99 ms':>8} {'per s':>9}")
     for r in results:
         p50 = f"{r['p50_ms']:8.2f}" if "p50_ms" in r else " " * 8
@@ -323,6 +329,7 @@ async def main() -> None:
         verdicts[key] = {"value": value, "target": f"{op} {bound}", "met": ok}
         print(f"{key:40} {value:8.2f}  target {op} {bound}  {'met' if ok else 'MISSED'}")
     print("due scan plan, 100,000 future timers:\n" + full["plan"])
+    print("(the figures of a shared machine under load are noisy; see load_average_at_start)")
     write(
         Path(args.out),
         json.dumps(
@@ -330,6 +337,8 @@ async def main() -> None:
                 "server_version": version,
                 "python": platform.python_version(),
                 "cpu_count": os.cpu_count(),
+                # the machine is shared: the load before the run says how noisy the figures are
+                "load_average_at_start": load_at_start,
                 "results": results,
                 "targets": verdicts,
             },
