@@ -187,7 +187,8 @@ async def test_an_interrupt_racing_completion_yields_exactly_one_outcome(env: An
     result = await run.result(timeout=20)
     await quiet(app, relay)
     status = await run.poll()
-    assert status.result == result
+    # one terminal outcome: what result() returned is what the record says
+    assert status.outcome == ("succeeded" if isinstance(result, Success) else "interrupted")
     if isinstance(result, Success):
         assert "racy-undo" not in flows.CALLS
     else:
