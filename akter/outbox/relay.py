@@ -176,12 +176,20 @@ class Relay:
         self._wake.set()
 
     async def idle(self) -> None:
-        """Return when nothing in the owned buckets is due now and no delivery is in flight.
+        """Return when nothing in the owned buckets is due now, no delivery is in flight and no
+        plugin (a workflow pass) is still running.
 
         Starts a fresh scan first, so anything committed before this call is seen. A row that
         failed and backs off is not due now; a timer in the future is not due now. Bound the wait
         with ``asyncio.timeout`` where a test needs a deadline."""
-        await self._idle()
+        while True:
+            await self._idle()
+            # plugins (the workflow runner) may still be running passes that will make rows due
+            busy = [p for p in self._plugins if not getattr(p, "quiet", lambda: True)()]
+            if not busy:
+                return
+            for plugin in busy:
+                await plugin.idle()  # type: ignore[attr-defined]
 
     async def stop(self) -> None:
         """Drain: stop claiming, let deliveries in flight finish, release the buckets, close."""

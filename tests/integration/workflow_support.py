@@ -18,15 +18,10 @@ async def running(app: akter.App) -> AsyncIterator[tuple[Relay, Any]]:
 
 
 async def quiet(app: akter.App, relay: Relay, within: float = 30) -> None:
-    """Until nothing is due and no pass runs (a pass can make something due, and back)."""
-    runner = app.workflow_runner
+    """Until nothing is due and no pass runs (``relay.idle`` waits for the workflow runner too)."""
     async with asyncio.timeout(within):
-        while True:
-            await relay.idle()
-            await runner.idle()
-            await relay.idle()
-            if runner.quiet():
-                return
+        await relay.idle()
+    assert app.workflow_runner.quiet()
 
 
 async def until(probe: Callable[[], Awaitable[Any]], done: Callable[[Any], bool], within: float = 20) -> Any:
