@@ -5,14 +5,19 @@ A turn:
 1. refuses what needs no database (an internal command from a non-System caller, a caller the
    access policy refuses, a payload of the wrong type) — nothing is opened;
 2. takes the actor's row lock (creating the row on first use) and, in the same round trip, reads
-   the state and the receipt of this command id (``queries.LOAD``);
+   the state and the receipt of this command id as they stand once the lock is granted
+   (``queries.LOAD``, the ``akter_turn_load`` function);
 3. resolves the receipt: a known id with the same command and payload replays the stored outcome
    without running the handler; another caller is ``AccessDenied``; another command or payload is
    ``CommandConflict``; an id past its expiry is ``CommandExpired`` whether or not its receipt was
    pruned;
 4. runs the handler in memory on a ``Turn``;
-5. writes state, events and receipt in one statement, lets the layers above write what they
-   staged (outbox intents, workflow starts) through ``TurnHook``s, and commits once.
+5. lets the layers above write what they staged (outbox intents, workflow starts) through
+   ``TurnHook``s, then writes state, events and receipt in one statement and commits, in the same
+   round trip.
+
+A turn is two round trips: ``BEGIN`` with the load, and the write with ``COMMIT``
+(``queries.py``; docs/performance.md has what the alternatives cost).
 
 A declared failure rolls back the business work and commits only its failure receipt. A defect
 rolls everything back and reaches the caller as ``Defect``. A lock timeout (another transaction
@@ -33,7 +38,6 @@ from typing import Any, Protocol
 import attrs
 import psycopg
 from psycopg import pq
-from psycopg.rows import dict_row
 from returns.result import Failure, Result, Success
 
 from akter import codec, faults
@@ -77,7 +81,9 @@ class Committed:
 class TurnHook(Protocol):
     """How layers above the kernel take part in a turn without the kernel knowing them."""
 
-    async def before_commit(self, conn: psycopg.AsyncConnection[Any], turn: Turn[Any], record: Committed) -> None:
+    async def before_commit(
+        self, conn: psycopg.AsyncConnection[Any], turn: Turn[Any], record: Committed
+    ) -> None:
         """Write this layer's staged work in the turn's transaction (under the row lock)."""
 
     def after_commit(self, record: Committed) -> None:
@@ -129,7 +135,21 @@ def _payload_primitive(command: Command[Any, Any, Any], payload: object) -> Any:
     return codec.to_primitive(payload, expected)
 
 
-async def run_turn(
+@attrs.frozen
+class _Request:
+    """One send, checked and hashed: everything a turn attempt needs besides the connection."""
+
+    command: Command[Any, Any, Any]
+    ref: ActorRef
+    payload: object
+    caller: Caller
+    command_id: CommandId
+    payload_hash: bytes
+    #: the actor's key and the command id, as the parameters of both turn statements
+    params: dict[str, Any]
+
+
+async def run_turn(  # noqa: PLR0917 -- the relay's delivery (akter/outbox) calls it positionally
     conn: psycopg.AsyncConnection[Any],
     command: Command[Any, Any, Any],
     ref: ActorRef,
@@ -144,13 +164,20 @@ async def run_turn(
         raise InvalidInput(f"{command!r} cannot be sent to {ref}")
     check_caller(command, caller)
     primitive = _payload_primitive(command, payload)
-    payload_hash = codec.digest(primitive)
-    params: dict[str, Any] = {**ref.key_params(), "command_id": str(command_id)}
+    request = _Request(
+        command=command,
+        ref=ref,
+        payload=payload,
+        caller=caller,
+        command_id=command_id,
+        payload_hash=codec.digest(primitive),
+        params={**ref.key_params(), "command_id": str(command_id)},
+    )
     deadline = time.monotonic() + options.busy_timeout.total_seconds()
     delay = 0.005
     while True:
         try:
-            turn, record = await _turn_once(conn, command, ref, payload, caller, command_id, params, payload_hash, options)
+            turn, record = await _turn_once(conn, request, options)
             break
         except BaseException as exc:
             await _abandon(conn)
@@ -181,61 +208,60 @@ async def _abandon(conn: psycopg.AsyncConnection[Any]) -> None:
         log.debug("rollback failed on an abandoned turn connection", exc_info=True)
 
 
-# A turn is two round trips: "BEGIN; LOAD" and "WRITE; COMMIT", sent as simple-protocol batches
-# with parameters bound client-side. Measured against server-side binding with prepared
-# statements (four round trips: BEGIN, LOAD, WRITE, COMMIT) and against pipeline mode, this is the
-# cheapest on loopback and on a socket (see benchmarks/turns.py and docs/performance.md).
-
-
-async def _load(cur: psycopg.AsyncClientCursor[dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
-    await cur.execute("BEGIN; " + queries.LOAD, params)
-    cur.nextset()
-    for _ in range(3):
-        row = await cur.fetchone()
-        if row is None:
-            await cur.execute(queries.CREATE + "; " + queries.LOAD, params)
-            cur.nextset()
-            continue
-        if row["version"] == row["seen_version"]:
-            return row
-        # Another turn committed while we waited for the lock; we hold it now, so a fresh
-        # statement (fresh snapshot) sees that turn's state and receipt.
-        await cur.execute(queries.LOAD, params)
-    raise AssertionError("actor row unreadable under its own lock")  # pragma: no cover
-
-
 async def _turn_once(
-    conn: psycopg.AsyncConnection[Any],
-    command: Command[Any, Any, Any],
-    ref: ActorRef,
-    payload: object,
-    caller: Caller,
-    command_id: CommandId,
-    params: dict[str, Any],
-    payload_hash: bytes,
-    options: TurnOptions,
+    conn: psycopg.AsyncConnection[Any], request: _Request, options: TurnOptions
 ) -> tuple[Turn[Any] | None, Committed]:
-    cur = psycopg.AsyncClientCursor(conn, row_factory=dict_row)
-    row = await _load(cur, params)
-    now_ms: int = row["now_ms"]
-    if command_id.expires_ms < now_ms:
+    """One attempt: lock and load, resolve the receipt, run the handler, write and commit.
+    Whatever it raises leaves the transaction open for ``run_turn`` to roll back."""
+    # Client-side binding is what lets one round trip carry BEGIN with the load, and the write
+    # with COMMIT (the simple query protocol); see queries.py and docs/performance.md.
+    cur = psycopg.AsyncClientCursor(conn)
+    await cur.execute(queries.BEGIN_AND_LOAD, request.params)
+    cur.nextset()
+    fetched = await cur.fetchone()
+    if fetched is None:  # pragma: no cover - the function always returns the locked row
+        raise AssertionError(f"akter_turn_load returned no row for {request.ref}")
+    row = queries.Loaded(*fetched)
+    command_id = request.command_id
+    if command_id.expires_ms < row.now_ms:
         raise CommandExpired(
-            f"command id {command_id} expired {now_ms - command_id.expires_ms} ms ago",
-            database_now_ms=now_ms,
+            f"command id {command_id} expired {row.now_ms - command_id.expires_ms} ms ago",
+            database_now_ms=row.now_ms,
         )
-    if row["command"] is not None:
-        record = _replay(command, ref, caller, command_id, row, payload_hash)
+    if row.command is not None:
+        record = _replay(request, row)
         await conn.rollback()
         return None, record
 
-    actor = command.actor
-    state = actor.initial_state() if row["state"] is None else codec.decode(row["state"], actor.state_type)
-    now = datetime.fromtimestamp(now_ms / 1000, tz=UTC)
-    turn: Turn[Any] = Turn(ref, caller, str(command_id), state, now)
-    await faults.hit("turn.before_handler", ref.actor_id, str(command_id))
+    turn, outcome = await _handle(request, row)
+    write, record = _prepare_write(request, row, turn, outcome)
+    if isinstance(outcome, Success):
+        # hooks write what the handler staged (outbox intents, workflow starts) in this
+        # transaction, before the turn's own write; a hook with nothing to do sends nothing
+        for hook in options.hooks:
+            await hook.before_commit(conn, turn, record)
+    statement = queries.write(len(record.events))
+    if faults.armed("turn.before_commit"):
+        # split so that a test can observe (or kill) the turn between its write and its commit
+        await cur.execute(statement, write)
+        await faults.hit("turn.before_commit", request.ref.actor_id, str(command_id))
+        await conn.commit()
+    else:
+        await cur.execute(statement + "; COMMIT", write)
+    return turn, record
+
+
+async def _handle(request: _Request, row: queries.Loaded) -> tuple[Turn[Any], Outcome]:
+    """Run the handler in memory on the loaded state; the turn is closed when this returns."""
+    actor = request.command.actor
+    state = actor.initial_state() if row.state is None else codec.decode(row.state, actor.state_type)
+    now = datetime.fromtimestamp(row.now_ms / 1000, tz=UTC)
+    turn: Turn[Any] = Turn(request.ref, request.caller, str(request.command_id), state, now)
+    await faults.hit("turn.before_handler", request.ref.actor_id, str(request.command_id))
+    command = request.command
     outcome: Outcome
     try:
-        outcome = Success(command.handler(turn, payload))
+        outcome = Success(command.handler(turn, request.payload))
     except command.errors as declared:
         outcome = Failure(declared)
     except Exception as exc:
@@ -245,79 +271,69 @@ async def _turn_once(
     finally:
         # the handler's capabilities end here; staged work is read below through the object
         turn.close()
+    return turn, outcome
 
-    write = {
-        **params,
+
+def _prepare_write(
+    request: _Request, row: queries.Loaded, turn: Turn[Any], outcome: Outcome
+) -> tuple[dict[str, Any], Committed]:
+    """The parameters of the turn's write and the record it will commit. A declared failure
+    writes only its receipt: no state, no events."""
+    command = request.command
+    actor = command.actor
+    write: dict[str, Any] = {
+        **request.params,
         "command": command.name,
-        "payload_hash": payload_hash,
-        "caller_key": caller.key,
+        "payload_hash": request.payload_hash,
+        "caller_key": request.caller.key,
         "outcome": _encode_outcome(command, outcome),
         "failed": isinstance(outcome, Failure),
-        "expires_ms": command_id.expires_ms,
-        "event_seq": row["event_seq"],
+        "expires_ms": request.command_id.expires_ms,
+        "event_seq": row.event_seq,
+        "state": None,
     }
     events: tuple[tuple[int, str, object], ...] = ()
-    new_state: bytes | None = None
     if isinstance(outcome, Success):
         state_json = codec.canonical_json(codec.to_primitive(turn._state, actor.state_type))
         if len(state_json) > actor.max_state_bytes:
             raise StateTooLarge(actor.name, len(state_json), actor.max_state_bytes)
         framed = codec.frame(state_json)
-        if row["state"] is None or framed != bytes(row["state"]):
-            new_state = framed
-        first = row["event_seq"] + 1
-        events = tuple((first + i, actor.event_tag(e), e) for i, e in enumerate(turn._events))
-        if events:
-            write["event_seq"] = events[-1][0]
-            write["seqs"] = [seq for seq, _, _ in events]
-            write["tags"] = [tag for _, tag, _ in events]
-            write["values"] = [codec.encode(e) for _, _, e in events]
-        write["state"] = new_state
+        if row.state is None or framed != row.state:
+            write["state"] = framed
+        events = tuple((row.event_seq + 1 + i, actor.event_tag(e), e) for i, e in enumerate(turn._events))
+        for i, (_, tag, event) in enumerate(events):
+            write[f"tag{i}"] = tag
+            write[f"value{i}"] = codec.encode(event)
     record = Committed(
-        ref=ref,
+        ref=request.ref,
         command=command.name,
-        command_id=str(command_id),
+        command_id=str(request.command_id),
         outcome=outcome,
         replayed=False,
-        now_ms=now_ms,
+        now_ms=row.now_ms,
         events=events,
     )
-    if isinstance(outcome, Success):
-        # hooks write what the handler staged (outbox intents, workflow starts) in this
-        # transaction; a hook with nothing to do sends nothing
-        for hook in options.hooks:
-            await hook.before_commit(conn, turn, record)
-    statement = queries.WRITES[(new_state is not None, bool(events))]
-    if faults.armed("turn.before_commit"):
-        await cur.execute(statement, write)
-        await faults.hit("turn.before_commit", ref.actor_id, str(command_id))
-        await conn.commit()
-    else:
-        await cur.execute(statement + "; COMMIT", write)
-    return turn, record
+    return write, record
 
 
-def _replay(
-    command: Command[Any, Any, Any],
-    ref: ActorRef,
-    caller: Caller,
-    command_id: CommandId,
-    row: dict[str, Any],
-    payload_hash: bytes,
-) -> Committed:
-    if row["caller_key"] != caller.key:
+def _replay(request: _Request, row: queries.Loaded) -> Committed:
+    """The stored outcome of a known command id, or why this send may not have it."""
+    ref, command, command_id = request.ref, request.command, request.command_id
+    if row.caller_key != request.caller.key:
         raise AccessDenied(f"command id {command_id} on {ref} belongs to another caller")
-    if row["command"] != command.name or bytes(row["payload_hash"]) != payload_hash:
+    if row.command != command.name or row.payload_hash != request.payload_hash:
         raise CommandConflict(
-            f"command id {command_id} on {ref} was used for {row['command']} with another payload"
-            if row["command"] == command.name
-            else f"command id {command_id} on {ref} was used for command {row['command']!r}"
+            f"command id {command_id} on {ref} was used for {row.command} with another payload"
+            if row.command == command.name
+            else f"command id {command_id} on {ref} was used for command {row.command!r}"
         )
+    if row.outcome is None:  # pragma: no cover - the column is NOT NULL
+        raise CorruptRecord(f"receipt of command id {command_id} on {ref} has no outcome")
     return Committed(
         ref=ref,
         command=command.name,
         command_id=str(command_id),
-        outcome=decode_outcome(command, row["outcome"]),
+        outcome=decode_outcome(command, row.outcome),
         replayed=True,
-        now_ms=row["now_ms"],
+        now_ms=row.now_ms,
     )
