@@ -34,6 +34,7 @@ from akter.store.database import resolve_database_url
 from akter.store.migrate import migrate
 from akter.store.pool import open_pool
 from akter.store.sqlstate import is_connection_lost
+from akter.workflow.manifest import accept as accept_manifests
 from akter.workflow.run import SyncWorkflowClient, WorkflowClient
 
 log = logging.getLogger("akter")
@@ -206,6 +207,9 @@ class Runtime:
                 " (extract(epoch FROM akter_now()) * 1000)::bigint FROM actor_deployment"
             )
             row = await cur.fetchone()
+            # Every manifest this process may start executions under is stored before any
+            # start commits, so a runner can always load an execution's start manifest.
+            await accept_manifests(conn, app.actors.values())
         if row is None:
             raise ConfigurationError("actor_deployment is empty; the schema was not migrated by akter")
         window, now_ms = row

@@ -56,9 +56,10 @@ NOTIFY: LiteralString = "SELECT pg_notify('akter_outbox', %(bucket_text)s)"
 #   SKIP LOCKED lets several relays (and a turn replacing a keyed intent) work side by side;
 # - ``claimed``: due_at pushed forward by the lease (if this relay dies the row becomes due again
 #   by itself), the attempt counted, our token set;
-# - ``next_ms``: when asked (``probe``, an idle pass), the milliseconds until the next row falls
-#   due within the horizon (the poll interval), so the relay can sleep exactly that long. Only
-#   rows due within the horizon are read: timers due later cost one index descent per bucket.
+# - ``next_ms``: when asked (``probe``, an idle pass) and nothing was claimed, the milliseconds
+#   until the next row falls due within the horizon (the poll interval), so the relay can sleep
+#   exactly that long. Only rows due within the horizon are read: timers due later cost one index
+#   descent per bucket. A claim that found work skips it, so a woken relay delivers sooner.
 #
 # Always one row or more: ``next_ms`` first (NULL: none within the horizon, or not asked), then
 # the claimed row's columns (all NULL when nothing was claimed).
@@ -88,7 +89,7 @@ WITH due AS (
               o.target_type, o.target_id, o.command, o.payload, o.caller, o.attempts
 )
 SELECT n.next_ms, c.*
-  FROM (SELECT CASE WHEN %(probe)s THEN
+  FROM (SELECT CASE WHEN %(probe)s AND NOT EXISTS (SELECT 1 FROM claimed) THEN
                (SELECT (extract(epoch FROM min(s.due_at) - akter_now()) * 1000)::bigint
                   FROM actor_outbox s
                  WHERE s.bucket = ANY(%(head)s::smallint[] || %(tail)s::smallint[]) AND s.due_at > akter_now()

@@ -245,24 +245,27 @@ class Relay:
         conn: psycopg.AsyncConnection[Any] | None = None
         beat = self.settings.heartbeat.total_seconds()
         retry = _Backoff()
-        while not self._stopping.is_set():
-            try:
-                if conn is None or conn.closed:
-                    conn = await self._connect()
-                before = self.ownership.owned
-                owned = await self.ownership.tick(conn)
-                retry.reset()
-                self._owned_once.set()
-                if owned - before:
-                    self.wake()
-                delay = beat
-            except psycopg.OperationalError as exc:
-                log.warning("ownership heartbeat failed member=%s error=%s", self.member, _one_line(exc))
-                await _close(conn)
-                conn = None
-                delay = min(beat, retry.next())
-            await _sleep_unless(self._stopping, delay)
-        await _close(conn)
+        try:
+            while not self._stopping.is_set():
+                try:
+                    if conn is None or conn.closed:
+                        conn = await self._connect()
+                    before = self.ownership.owned
+                    owned = await self.ownership.tick(conn)
+                    retry.reset()
+                    self._owned_once.set()
+                    if owned - before:
+                        self.wake()
+                    delay = beat
+                except psycopg.OperationalError as exc:
+                    log.warning("ownership heartbeat failed member=%s error=%s", self.member, _one_line(exc))
+                    await _close(conn)
+                    conn = None
+                    delay = min(beat, retry.next())
+                await _sleep_unless(self._stopping, delay)
+        finally:
+            # also when cancelled mid-heartbeat by stop(): never leave the session to the GC
+            await _close(conn)
 
     async def _leave(self) -> None:
         try:

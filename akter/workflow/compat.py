@@ -1,44 +1,252 @@
-"""Can this runner replay an execution faithfully? (invariant 7, checked before every pass)
+"""Can this code replay an execution faithfully? (invariant 7)
 
-``replay_problems`` compares an open execution — its recorded steps, its start manifest, its
-version markers — with this process's declarations and returns every reason it cannot be
-replayed here. An empty list means go ahead. A runner that gets reasons leaves the execution
-suspended for a compatible runner (``passes.Pass._leave_blocked``); it never fails it.
+``judge`` is the one decision, without I/O: given the code's manifest of a workflow, the
+execution's start manifest (the one whose hash it carries), the steps it has recorded (name →
+kind) and its recorded version markers, it returns every ``Problem`` that makes a faithful replay
+impossible. Two callers use it:
+
+* a runner, before every pass (``replay_problems``, called by ``passes.Pass._run``): problems
+  make the pass leave the execution suspended for a compatible runner — its timer re-armed a
+  fixed interval ahead, one warning logged with the reasons (``Pass._leave_blocked``) — never
+  fail it. No problems and another start manifest: the execution *moves* onto this code's
+  manifest (its ``manifest_hash`` is updated, fenced like every engine write), so later
+  checks compare with what it now runs under;
+* the deploy check (``check.py``), for every group of alike open executions at once.
+
+What is refused, and what is not (design section 7): a workflow or actor type the code lacks;
+a step of the start manifest, or a recorded step, that the code no longer declares (removed or
+renamed) or declares with another kind; a recorded step whose result schema changed; a changed
+payload schema; a start manifest that cannot be loaded; a recorded version marker outside the
+declared ``min..current`` or no longer declared; a marker whose ``min > 0`` that the execution
+predates (it would replay as version 0). Free: new steps, new markers with ``min == 0``, and
+any change to a step the execution has not reached except removing it or changing its kind.
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+import logging
+from collections.abc import Container, Mapping
+from typing import TYPE_CHECKING, Any, LiteralString
+
+import attrs
 
 from akter.workflow import manifest
 
 if TYPE_CHECKING:
+    import psycopg_pool
+
     from akter.app import App
     from akter.workflow.driver import StepRow
 
+log = logging.getLogger("akter.workflow")
 
-def replay_problems(app: App, actor_type: str, head: dict[str, Any], history: dict[str, list[StepRow]]) -> list[str]:
-    actor = app.actors.get(actor_type)
-    if actor is None:
-        return [f"actor type {actor_type!r} is not declared here"]
-    workflow = actor.extensions.get("workflows", {}).get(head["workflow"])
-    if workflow is None:
-        return [f"workflow {actor_type}.{head['workflow']} is not declared here"]
-    problems: list[str] = []
-    current, digest = manifest.of(workflow)
-    for name, rows in history.items():
-        step = workflow.steps.get(name)
-        if step is None:
-            problems.append(f"recorded step {name!r} is not declared")
-        elif rows and rows[0].kind != step.kind:
-            problems.append(f"recorded step {name!r} is a {rows[0].kind}, declared as a {step.kind}")
-    versions = head["versions"] if isinstance(head["versions"], dict) else json.loads(head["versions"])
-    for marker, value in versions.items():
-        rng = workflow.versions.get(marker)
-        if rng is None:
-            problems.append(f"recorded version marker {marker!r} is no longer declared")
-        elif not rng.min <= value <= rng.current:
-            problems.append(f"version marker {marker!r}={value} is outside {rng.min}..{rng.current}")
-    del current, digest
+#: every reason, in the order reports list them
+CODES = (
+    "actor_type_missing",
+    "workflow_missing",
+    "start_manifest_missing",
+    "step_missing",
+    "step_kind_changed",
+    "result_schema_changed",
+    "payload_schema_changed",
+    "marker_not_declared",
+    "marker_outside_range",
+    "marker_predates",
+)
+
+#: what a user can do about each reason, printed by the deploy check
+HINTS: dict[str, str] = {
+    "actor_type_missing": "keep the actor type and its workflows declared until these executions finish "
+    "(drain them first), then remove it",
+    "workflow_missing": "keep the workflow declared until these executions finish (drain them first), "
+    "then remove it",
+    "start_manifest_missing": "run the code that started these executions against this database once "
+    "(`akter workflows check` with it stores its manifests), or drain them first",
+    "step_missing": "keep the step declared under its old name (a rename is a removal); stop calling it "
+    "in new executions behind a version marker (wf.version), or drain these executions first",
+    "step_kind_changed": "keep the old step as it was and declare the new one under a new name, chosen "
+    "behind a version marker (wf.version), or drain these executions first",
+    "result_schema_changed": "keep the step's old result type; declare a step with a new name for the new "
+    "type, chosen behind a version marker (wf.version), or drain these executions first",
+    "payload_schema_changed": "keep the workflow's input type as it was; start a new workflow for the new "
+    "input, or drain these executions first",
+    "marker_not_declared": "keep the version marker declared, with a range that includes the recorded "
+    "value, until these executions finish",
+    "marker_outside_range": "widen the marker's Versions(current, min) to include the recorded value, "
+    "until these executions finish",
+    "marker_predates": "lower the marker's min to 0 (so these executions replay as version 0), "
+    "or drain them first",
+}
+
+
+@attrs.frozen
+class Problem:
+    """One reason an execution cannot be replayed: ``code`` (one of ``CODES``), the step or
+    marker it concerns, and a one-line ``message`` naming it."""
+
+    code: str
+    message: str
+    step: str | None = None
+    marker: str | None = None
+
+    @property
+    def hint(self) -> str:
+        return HINTS[self.code]
+
+
+_ARTICLE = {"activity": "an activity", "clock": "a clock", "wait": "a wait", "race": "a race"}
+
+
+def _a(kind: str) -> str:
+    return _ARTICLE.get(kind, f"a {kind}")
+
+
+def judge(
+    *,
+    actor_type: str,
+    workflow: str,
+    declared_types: Container[str],
+    current: Mapping[str, Any] | None,
+    start: Mapping[str, Any] | None,
+    start_hash: str,
+    recorded: Mapping[str, str],
+    versions: Mapping[str, int],
+) -> list[Problem]:
+    """Every problem replaying an execution with this code would have.
+
+    ``current``: this code's manifest of the workflow (None: not declared). ``start``: the
+    execution's start manifest (None: not stored). ``recorded``: the steps it recorded, name →
+    kind. ``versions``: its recorded markers."""
+    if actor_type not in declared_types:
+        return [Problem("actor_type_missing", f"actor type {actor_type} is not declared")]
+    if current is None:
+        return [Problem("workflow_missing", f"workflow {actor_type}.{workflow} is not declared")]
+    problems: list[Problem] = []
+    if start is None:
+        problems.append(Problem("start_manifest_missing", f"start manifest {start_hash[:12]} is not stored"))
+    problems += _step_problems(current["steps"], start, recorded)
+    if start is not None and start["payload"] != current["payload"]:
+        problems.append(Problem("payload_schema_changed", "the payload (input) schema changed"))
+    problems += _marker_problems(current["versions"], versions)
     return problems
+
+
+def _step_problems(
+    declared: Mapping[str, Any], start: Mapping[str, Any] | None, recorded: Mapping[str, str]
+) -> list[Problem]:
+    then: dict[str, tuple[str, Any]] = {}
+    if start is not None:
+        then = {name: (entry["kind"], entry["result"]) for name, entry in start["steps"].items()}
+    for name, kind in recorded.items():
+        # what was really recorded wins over what the start manifest declared
+        then[name] = (kind, then.get(name, (kind, None))[1])
+    problems: list[Problem] = []
+    for name in sorted(then):
+        kind, result = then[name]
+        now = declared.get(name)
+        if now is None:
+            problems.append(
+                Problem("step_missing", f"step {name!r} ({_a(kind)}) is no longer declared", step=name)
+            )
+        elif now["kind"] != kind:
+            message = f"step {name!r} was {_a(kind)} and is now declared as {_a(now['kind'])}"
+            problems.append(Problem("step_kind_changed", message, step=name))
+        elif name in recorded and result is not None and result != now["result"]:
+            message = f"the result schema of recorded step {name!r} changed"
+            problems.append(Problem("result_schema_changed", message, step=name))
+    return problems
+
+
+def _marker_problems(declared: Mapping[str, Mapping[str, int]], versions: Mapping[str, int]) -> list[Problem]:
+    problems: list[Problem] = []
+    for marker in sorted(versions):
+        value, rng = versions[marker], declared.get(marker)
+        if rng is None:
+            message = f"version marker {marker!r} (recorded {value}) is no longer declared"
+            problems.append(Problem("marker_not_declared", message, marker=marker))
+        elif not rng["min"] <= value <= rng["current"]:
+            message = f"version marker {marker!r} recorded {value}, outside {rng['min']}..{rng['current']}"
+            problems.append(Problem("marker_outside_range", message, marker=marker))
+    for marker in sorted(declared):
+        if marker not in versions and declared[marker]["min"] > 0:
+            message = (
+                f"version marker {marker!r} has min {declared[marker]['min']} but was not recorded at start "
+                "(it would replay as 0)"
+            )
+            problems.append(Problem("marker_predates", message, marker=marker))
+    return problems
+
+
+# ---- at replay time ---------------------------------------------------------------------------
+
+# Move an execution onto this code's manifest, fenced like every engine write (a stale runner
+# moves nothing), storing that manifest if no process stored it yet. The blocked reason an
+# incompatible runner left goes too: this runner can replay it.
+MOVE: LiteralString = (
+    """
+WITH fence AS (
+    SELECT generation FROM actor_generations
+     WHERE routing_key = %(rk)s AND tenant = %(tenant)s AND actor_type = %(actor_type)s
+       AND actor_id = %(actor_id)s AND generation = %(generation)s
+       FOR UPDATE),
+accepted AS ("""
+    + manifest.ACCEPT
+    + """)
+UPDATE actor_workflow_executions e
+   SET manifest_hash = %(to_hash)s, blocked_reason = NULL, updated_at = akter_now()
+  FROM fence
+ WHERE e.routing_key = %(rk)s AND e.execution_id = %(eid)s AND e.manifest_hash = %(from_hash)s
+   AND e.status <> 'finished'"""
+)
+
+
+async def replay_problems(
+    app: App,
+    pool: psycopg_pool.AsyncConnectionPool[Any],
+    params: Mapping[str, Any],
+    head: Mapping[str, Any],
+    history: Mapping[str, list[StepRow]],
+) -> list[str]:
+    """Why this runner cannot replay the execution whose row is ``head`` (as ``queries.LOAD``
+    reads it) and whose recorded steps are ``history`` — one message per problem; none means
+    go ahead. ``params`` are the pass's fenced-write parameters (owner, execution, generation).
+    A compatible execution started under another manifest is moved onto this code's."""
+    actor_type: str = params["actor_type"]
+    name: str = head["workflow"]
+    actor = app.actors.get(actor_type)
+    workflow = None if actor is None else actor.extensions.get("workflows", {}).get(name)
+    current, digest = (None, "") if workflow is None else manifest.of(workflow)
+    start_hash: str = head["manifest_hash"]
+    start = current
+    if current is not None and start_hash != digest:
+        start = await manifest.load(pool, actor_type, name, start_hash)
+    problems = judge(
+        actor_type=actor_type,
+        workflow=name,
+        declared_types=app.actors,
+        current=current,
+        start=start,
+        start_hash=start_hash,
+        recorded={step: rows[0].kind for step, rows in history.items() if rows},
+        versions=_versions(head["versions"]),
+    )
+    if not problems and workflow is not None and start_hash != digest:
+        async with pool.connection() as conn:
+            cur = await conn.execute(
+                MOVE,
+                {
+                    **params,
+                    **manifest.accept_params([workflow]),
+                    "from_hash": start_hash,
+                    "to_hash": digest,
+                },
+            )
+        if cur.rowcount:
+            log.info("execution %s moved from manifest %s to %s", params["eid"], start_hash[:12], digest[:12])
+    return [p.message for p in problems]
+
+
+def _versions(raw: Any) -> dict[str, int]:
+    loaded: Any = json.loads(raw) if isinstance(raw, str | bytes) else raw
+    return {str(k): int(v) for k, v in (loaded or {}).items()}

@@ -149,7 +149,7 @@ class Pass:
         for r in rows:
             if r["step"] is not None:
                 history.setdefault(r["step"], []).append(_row(r))
-        reasons = compat.replay_problems(self.runner.app, self.ref.actor_type, head, history)
+        reasons = await compat.replay_problems(self.runner.app, self.runtime.pool, self.params, head, history)
         if reasons or workflow is None:
             await self._leave_blocked(reasons or [f"workflow {head['workflow']!r} is not declared here"])
             return
