@@ -10,6 +10,10 @@ same for every subcommand::
     2  usage, configuration or database errors (bad flags, APP not found, no usable database,
        schema too new) — nothing was started
 
+``akter workflows check APP`` is the deploy check (``akter.workflow.check``): 0 compatible, 1
+refused, 2 usage or database errors. ``akter relay`` runs the same check before it starts and
+exits 1 with the same report when it refuses.
+
 Logs go to stderr as ``time level logger message key=value ...`` lines.
 """
 
@@ -28,6 +32,7 @@ import psycopg
 import psycopg_pool
 
 from akter.errors import AkterError, ConfigurationError
+from akter.workflow.check import workflows
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -219,6 +224,9 @@ async def _run_relay(app: Any, settings: Any) -> int:
         # an expected refusal (no database, schema too new): the message says it all
         log.error("cannot start the relay: %s", " ".join(str(exc).split()))  # noqa: TRY400
         return EXIT_USAGE
+    if refused := await _workflow_check(app):
+        await app.close()
+        return refused
     relay = Relay(runtime, settings, plugins=app.relay_plugins)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -240,6 +248,23 @@ async def _run_relay(app: Any, settings: Any) -> int:
     return code
 
 
+async def _workflow_check(app: Any) -> int:
+    """The deploy check at start-up (``akter.workflow.check``): 0 to go on, else the exit code."""
+    from akter.workflow.check import EXIT_ERROR, EXIT_REFUSED, startup_check
+
+    try:
+        report = await startup_check(app)
+    except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+        log.error("cannot run the workflow check: %s", " ".join(str(exc).split()))  # noqa: TRY400
+        return EXIT_ERROR
+    if not report.compatible:
+        log.error("the relay refuses to start: this code cannot replay every open execution")
+        click.echo(report.text(), err=True)
+        return EXIT_REFUSED
+    log.info("workflow check: %s", report.text())
+    return EXIT_OK
+
+
 def _register_tools() -> None:
     # Commands whose code lives beside what they show (the demo app, the inspect views).
     from akter.demo import demo_command
@@ -250,6 +275,7 @@ def _register_tools() -> None:
 
 
 _register_tools()
+main.add_command(workflows)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,361 @@
+"""The deploy check: would this code strand any open execution? (``akter workflows check APP``)
+
+It compares an App's declarations with every open (not finished) execution in the database,
+grouping in SQL, in one read-only snapshot:
+
+1. ``BY_MANIFEST``: open executions counted per (actor type, workflow, manifest hash), from the
+   index on exactly those columns. An execution whose hash is this code's manifest hash for its
+   workflow needs nothing more: it started under (or was moved onto) exactly these
+   declarations. When every execution is such, the check ends here — which is what makes
+   ``akter relay``'s start-up check cheap when the code did not change;
+2. for the other hashes, ``GROUPS``: executions counted per (manifest hash, recorded version
+   markers), with the oldest start; ``STEPS``: executions counted per (manifest hash, recorded
+   step, kind), with the oldest start; ``START_MANIFESTS``: those manifests, by hash. A few
+   hundred rows, however many executions;
+3. only when some recorded step is refused: ``REFUSED_BY_STEPS`` counts the executions that
+   recorded one, outside the groups already refused as a whole, so that the total of refused
+   executions is exact (one execution can have several reasons).
+
+Each group is judged by the same ``compat.judge`` a runner applies before every pass, once with
+no recorded step (what holds for every execution of the group: its start manifest, payload and
+markers) and once per recorded (step, kind) (what recording that step adds). The problems are
+added up per (actor type, workflow, reason) into a ``Report`` — compatible or not, counts,
+oldest start times and what to do — printed as text (``Report.text``) or data (``Report.data``,
+``--json``). A compatible check stores this code's manifests as accepted.
+
+``akter relay APP`` runs ``startup_check`` before it starts and refuses to start, with the same
+report, when the check refuses. The click group ``workflows`` is defined here and registered by
+``akter.cli``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, LiteralString
+
+import attrs
+import click
+import psycopg
+from psycopg.types.json import Jsonb
+
+from akter.errors import AkterError
+from akter.workflow import compat, manifest
+
+if TYPE_CHECKING:
+    from akter.app import App
+    from akter.workflow.declare import Workflow
+
+EXIT_COMPATIBLE = 0
+EXIT_REFUSED = 1
+EXIT_ERROR = 2
+
+BY_MANIFEST: LiteralString = """
+SELECT actor_type, workflow, manifest_hash, count(*) AS executions
+  FROM actor_workflow_executions
+ WHERE status <> 'finished'
+ GROUP BY actor_type, workflow, manifest_hash"""
+
+# The joins of executions and steps name only ``execution_id``, which determines the routing key:
+# joining on both makes the planner multiply their selectivities, expect a handful of rows and
+# sort hundreds of thousands of them instead of hashing. A manifest hash names one (actor type,
+# workflow) — the manifest holds both — so filtering on hashes alone is exact.
+
+GROUPS: LiteralString = """
+SELECT actor_type, workflow, manifest_hash, versions, count(*) AS executions, min(started_at) AS oldest
+  FROM actor_workflow_executions
+ WHERE status <> 'finished' AND manifest_hash = ANY(%(hashes)s::text[])
+ GROUP BY actor_type, workflow, manifest_hash, versions"""
+
+# Every recorded step has an attempt 1 (clocks, waits and races only that; an activity's later
+# attempts follow it), so counting attempt 1 counts executions.
+STEPS: LiteralString = """
+SELECT e.manifest_hash, s.step, s.kind, count(*) AS executions, min(e.started_at) AS oldest
+  FROM actor_workflow_executions e
+  JOIN actor_workflow_step s ON s.execution_id = e.execution_id AND s.attempt = 1
+ WHERE e.status <> 'finished' AND e.manifest_hash = ANY(%(hashes)s::text[])
+ GROUP BY e.manifest_hash, s.step, s.kind"""
+
+START_MANIFESTS: LiteralString = """
+SELECT manifest_hash, manifest FROM actor_workflow_manifests
+ WHERE manifest_hash = ANY(%(hashes)s::text[])"""
+
+REFUSED_BY_STEPS: LiteralString = """
+SELECT count(DISTINCT e.execution_id)
+  FROM actor_workflow_executions e
+  JOIN actor_workflow_step s ON s.execution_id = e.execution_id AND s.attempt = 1
+  JOIN unnest(%(bad_hashes)s::text[], %(bad_steps)s::text[]) AS b(manifest_hash, step)
+    ON b.manifest_hash = e.manifest_hash AND b.step = s.step
+ WHERE e.status <> 'finished'
+   AND (e.manifest_hash, e.versions) NOT IN (
+       SELECT * FROM unnest(%(refused_hashes)s::text[], %(refused_versions)s::jsonb[]))"""
+
+
+@attrs.frozen
+class Refusal:
+    """Open executions of one workflow refused for one reason."""
+
+    actor_type: str
+    workflow: str
+    code: str
+    message: str
+    executions: int
+    oldest_started_at: datetime
+    step: str | None = None
+    marker: str | None = None
+
+    @property
+    def hint(self) -> str:
+        return compat.HINTS[self.code]
+
+
+@attrs.frozen
+class Report:
+    """What the check found. ``open_executions``: all of them; ``checked``: those not on this
+    code's manifests, judged against their start manifests; ``refused_executions``: those with
+    at least one refusal (an execution can have several)."""
+
+    open_executions: int
+    checked: int
+    refused_executions: int
+    refusals: tuple[Refusal, ...]
+
+    @property
+    def compatible(self) -> bool:
+        return not self.refusals
+
+    def data(self) -> dict[str, Any]:
+        """The report as JSON-able data (``--json``)."""
+        return {
+            "compatible": self.compatible,
+            "open_executions": self.open_executions,
+            "checked_against_start_manifests": self.checked,
+            "refused_executions": self.refused_executions,
+            "refusals": [
+                {
+                    "actor_type": r.actor_type,
+                    "workflow": r.workflow,
+                    "reason": r.code,
+                    "step": r.step,
+                    "marker": r.marker,
+                    "message": r.message,
+                    "executions": r.executions,
+                    "oldest_started_at": _iso(r.oldest_started_at),
+                    "what_to_do": r.hint,
+                }
+                for r in self.refusals
+            ],
+        }
+
+    def text(self) -> str:
+        """The report for a person: refusals grouped by actor type, workflow and reason."""
+        if self.compatible:
+            on_current = self.open_executions - self.checked
+            return (
+                f"compatible: {_n(self.open_executions, 'open execution')} ({on_current} on this code's "
+                f"manifests, {self.checked} checked against their start manifests)"
+            )
+        lines = [
+            f"refused: {self.refused_executions} of {_n(self.open_executions, 'open execution')} "
+            "cannot be replayed by this code"
+        ]
+        actor_type = workflow = None
+        for r in self.refusals:
+            if r.actor_type != actor_type:
+                actor_type, workflow = r.actor_type, None
+                lines += ["", f"actor type {r.actor_type}"]
+            if r.workflow != workflow:
+                workflow = r.workflow
+                lines.append(f"  workflow {r.workflow}")
+            lines += [
+                f"    - {r.message}: {_n(r.executions, 'open execution')}, "
+                f"oldest started {_when(r.oldest_started_at)}",
+                f"      what to do: {r.hint}",
+            ]
+        return "\n".join(lines)
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _iso(when: datetime) -> str:
+    return when.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _when(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _declared(app: App) -> dict[tuple[str, str], Workflow[Any, Any]]:
+    return {(w.actor.name, w.name): w for w in manifest.workflows_of(app.actors.values())}
+
+
+async def check(app: App, conn: psycopg.AsyncConnection[Any], *, accept: bool = True) -> Report:
+    """Judge every open execution against ``app``'s declarations (see the module docstring).
+    With ``accept``, a compatible check stores the app's manifests."""
+    declared = _declared(app)
+    current = {key: manifest.of(w) for key, w in declared.items()}
+    async with conn.transaction():
+        await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        by_manifest = await (await conn.execute(BY_MANIFEST)).fetchall()
+        hashes = [h for t, w, h, _ in by_manifest if (t, w) not in current or current[(t, w)][1] != h]
+        verdict = _Verdict(app, current)
+        if hashes:
+            params = {"hashes": hashes}
+            starts = dict(await (await conn.execute(START_MANIFESTS, params)).fetchall())
+            verdict.groups(await (await conn.execute(GROUPS, params)).fetchall(), starts)
+            verdict.steps(await (await conn.execute(STEPS, params)).fetchall(), starts)
+            if verdict.bad_steps:
+                row = await (
+                    await conn.execute(REFUSED_BY_STEPS, verdict.refused_by_steps_params())
+                ).fetchone()
+                verdict.refused += int(row[0]) if row else 0
+    report = verdict.report(open_executions=sum(int(g[3]) for g in by_manifest))
+    if report.compatible and accept:
+        async with conn.transaction():
+            await conn.execute(manifest.ACCEPT, manifest.accept_params(declared.values()))
+    return report
+
+
+class _Verdict:
+    """The problems of the groups and recorded steps one check reads, added up."""
+
+    def __init__(self, app: App, current: Mapping[tuple[str, str], tuple[manifest.Manifest, str]]) -> None:
+        self.app = app
+        self.current = current
+        self.tally: dict[tuple[str, str, compat.Problem], list[Any]] = {}
+        self.owner: dict[str, tuple[str, str]] = {}  # manifest hash -> (actor type, workflow)
+        self.checked = 0
+        self.refused = 0
+        self.refused_groups: list[tuple[str, Any]] = []
+        self.bad_steps: list[tuple[str, str]] = []
+
+    def _judge(
+        self, actor_type: str, workflow: str, start_hash: str, starts: Mapping[str, Any], **seen: Any
+    ) -> list[compat.Problem]:
+        mine = self.current.get((actor_type, workflow))
+        return compat.judge(
+            actor_type=actor_type,
+            workflow=workflow,
+            declared_types=self.app.actors,
+            current=None if mine is None else mine[0],
+            start=starts.get(start_hash),
+            start_hash=start_hash,
+            **seen,
+        )
+
+    def _add(self, actor_type: str, workflow: str, problem: compat.Problem, n: int, oldest: datetime) -> None:
+        seen = self.tally.setdefault((actor_type, workflow, problem), [0, oldest])
+        seen[0] += n
+        seen[1] = min(seen[1], oldest)
+
+    def groups(self, rows: Iterable[tuple[Any, ...]], starts: Mapping[str, Any]) -> None:
+        """What holds for every execution of a (manifest, markers) group."""
+        for actor_type, workflow, start_hash, versions, count, oldest in rows:
+            self.owner[start_hash] = (actor_type, workflow)
+            n = int(count)
+            self.checked += n
+            problems = self._judge(actor_type, workflow, start_hash, starts, recorded={}, versions=versions)
+            for problem in problems:
+                self._add(actor_type, workflow, problem, n, oldest)
+            if problems:
+                self.refused += n
+                self.refused_groups.append((start_hash, versions))
+
+    def steps(self, rows: Iterable[tuple[Any, ...]], starts: Mapping[str, Any]) -> None:
+        """What recording a step adds: its own problems, for the executions that recorded it."""
+        for start_hash, step, kind, count, oldest in rows:
+            actor_type, workflow = self.owner[start_hash]
+            base = self._judge(actor_type, workflow, start_hash, starts, recorded={}, versions={})
+            with_step = self._judge(
+                actor_type, workflow, start_hash, starts, recorded={step: kind}, versions={}
+            )
+            added = [p for p in with_step if p not in base]
+            for problem in added:
+                self._add(actor_type, workflow, problem, int(count), oldest)
+            if added:
+                self.bad_steps.append((start_hash, step))
+
+    def refused_by_steps_params(self) -> dict[str, Any]:
+        return {
+            "bad_hashes": [h for h, _ in self.bad_steps],
+            "bad_steps": [step for _, step in self.bad_steps],
+            "refused_hashes": [h for h, _ in self.refused_groups],
+            "refused_versions": [Jsonb(v) for _, v in self.refused_groups],
+        }
+
+    def report(self, *, open_executions: int) -> Report:
+        order = {code: i for i, code in enumerate(compat.CODES)}
+        refusals = sorted(
+            (
+                Refusal(t, w, p.code, p.message, n, oldest, step=p.step, marker=p.marker)
+                for (t, w, p), (n, oldest) in self.tally.items()
+            ),
+            key=lambda r: (r.actor_type, r.workflow, order[r.code], r.step or "", r.marker or "", r.message),
+        )
+        return Report(open_executions, self.checked, self.refused, tuple(refusals))
+
+
+async def startup_check(app: App) -> Report:
+    """The relay's start-up check: ``check`` on the App's own runtime (opened if need be)."""
+    runtime = await app.runtime()
+    async with runtime.pool.connection() as conn:
+        return await check(app, conn)
+
+
+# ---- the command -----------------------------------------------------------------------------
+
+
+@click.group()
+def workflows() -> None:
+    """Workflow tools: the deploy check."""
+
+
+@workflows.command("check")
+@click.argument("app_path", metavar="APP")
+@click.option(
+    "--database-url",
+    help="PostgreSQL URL; overrides the App's own URL, which overrides AKTER_DATABASE_URL.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def check_command(app_path: str, database_url: str | None, *, as_json: bool) -> None:
+    """Would deploying APP strand open executions? APP is module:attribute naming an akter.App.
+
+    Compares APP's workflow declarations with every open execution in the database and
+    refuses when one of them could not be replayed: its actor type, workflow or start manifest
+    is gone; a step it started with was removed, renamed or changed kind; a step it recorded
+    changed its result schema; its payload schema changed; a version marker it recorded is no
+    longer declared or outside min..current, or it predates a marker whose min is above 0.
+    Refusals are grouped by actor type, workflow and reason, with counts, the oldest start time
+    and what to do. A compatible check stores APP's manifests as accepted.
+
+    Exit 0 compatible, 1 refused, 2 usage or database errors."""
+    from akter.cli import load_app
+    from akter.store.database import resolve_database_url
+
+    try:
+        app = load_app(app_path)
+        url = resolve_database_url(database_url or app.database_url)
+        report = asyncio.run(_check_url(app, url))
+    except (AkterError, psycopg.Error) as exc:
+        click.echo(f"akter: {' '.join(str(exc).split())}", err=True)
+        sys.exit(EXIT_ERROR)
+    if as_json:
+        click.echo(json.dumps(report.data(), indent=2))
+    else:
+        click.echo(report.text())
+    sys.exit(EXIT_COMPATIBLE if report.compatible else EXIT_REFUSED)
+
+
+async def _check_url(app: App, url: str) -> Report:
+    from akter.store.pool import connection_kwargs
+
+    # Its own connection, not the App's runtime: a deploy check must not migrate the database
+    # it inspects (the code being checked may carry migrations not applied yet).
+    kwargs = connection_kwargs(url, name="akter-workflows-check")
+    async with await psycopg.AsyncConnection.connect(url, **kwargs) as conn:
+        return await check(app, conn)
