@@ -59,12 +59,17 @@ def _decompressor() -> zstandard.ZstdDecompressor:
     return d
 
 
+# What json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False) builds on every call;
+# built once, as every turn encodes four values. An encoder holds no state between calls.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical_json(primitive: Any) -> bytes:
     """JSON with sorted keys, no whitespace, UTF-8: equal values give equal bytes.
 
     A string holding a lone surrogate has no UTF-8 form, so it cannot be stored or hashed: that
     is ``InvalidInput``, raised before anything is written."""
-    text = json.dumps(primitive, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    text = _CANONICAL.encode(primitive)
     try:
         return text.encode()
     except UnicodeEncodeError as exc:

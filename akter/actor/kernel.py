@@ -97,12 +97,16 @@ class TurnOptions:
 
 
 def _encode_outcome(command: Command[Any, Any, Any], outcome: Outcome) -> bytes:
+    # the tagged dict is built from primitives already, so it is framed as is (codec.encode would
+    # unstructure it a second time)
     match outcome:
         case Success(value):
-            return codec.encode({"ok": codec.to_primitive(value, command.output)})
+            tagged = {"ok": codec.to_primitive(value, command.output)}
         case Failure(error):
-            return codec.encode({"error": {"type": type(error).__name__, "value": codec.to_primitive(error)}})
-    raise AssertionError(outcome)  # pragma: no cover
+            tagged = {"error": {"type": type(error).__name__, "value": codec.to_primitive(error)}}
+        case _:  # pragma: no cover
+            raise AssertionError(outcome)
+    return codec.frame(codec.canonical_json(tagged))
 
 
 def decode_outcome(command: Command[Any, Any, Any], data: bytes) -> Outcome:
