@@ -176,6 +176,16 @@ async def book(wf: akter.WorkflowContext, job: Job) -> Done:
     return Done(f"ledger {n}; principal {wf.principal!r}; tenant {wf.ref.tenant}")
 
 
+@Flows.command
+def kickoff(turn: akter.Turn[Board], cmd: Emit) -> str:
+    """Starts a Racing execution and emits the signal it waits for, in one turn."""
+    execution_id = turn.start(Racing, Job(cmd.name, seconds=600))
+    turn.emit(Signal(name=cmd.name, value=cmd.value))
+    if cmd.value < 0:
+        raise ValueError("a negative signal: the whole turn, start included, rolls back")
+    return execution_id
+
+
 # ---- recovery across processes ---------------------------------------------------------------
 
 Settle = Flows.workflow("Settle", input=Job, output=Done)

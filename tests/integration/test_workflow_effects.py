@@ -12,7 +12,7 @@ from returns.result import Success
 import akter
 from akter import testing
 from tests.apps import flows
-from tests.apps.flows import Both, Done, Emit, Flows, Job, Racing, Watch, emit
+from tests.apps.flows import Both, Done, Emit, Flows, Job, Racing, Watch, emit, kickoff
 from tests.integration.conftest import Peek
 from tests.integration.workflow_support import quiet, running, until
 
@@ -130,3 +130,21 @@ async def test_a_wait_and_its_timeout_settle_exactly_once(env: Any, peek: Peek, 
     await handle.send(emit, Emit("t", 2))  # after the deadline: the timeout wins
     assert await run.result(timeout=20) == Success(Done("1;timeout"))
     assert await peek.value("SELECT count(*) FROM actor_workflow_step WHERE step = 'second'") == 1
+
+
+async def test_a_start_staged_in_a_turn_sees_that_turns_own_events(env: Any, peek: Peek) -> None:
+    _, _, client = env
+    handle = client.actor(Flows, "f1", tenant="acme")
+    execution_id = (await handle.send(kickoff, Emit("k", 4))).unwrap()
+    run = client.run(Racing, execution_id, tenant="acme")
+    assert await run.result(timeout=20) == Success(Done("signal 4; k-after"))
+    assert await peek.value("SELECT count(*) FROM actor_workflow_executions") == 1
+
+
+async def test_a_start_rolled_back_with_its_turn_starts_nothing(env: Any, peek: Peek) -> None:
+    _, _, client = env
+    handle = client.actor(Flows, "f1", tenant="acme")
+    with pytest.raises(akter.Defect):
+        await handle.send(kickoff, Emit("neg", -1))
+    assert await peek.count("actor_workflow_executions") == 0
+    assert await peek.count("actor_outbox") == 0
