@@ -8,10 +8,11 @@ grouping in SQL, in one read-only snapshot:
    workflow needs nothing more: it started under (or was moved onto) exactly these
    declarations. When every execution is such, the check ends here — which is what makes
    ``akter relay``'s start-up check cheap when the code did not change;
-2. for the other hashes, ``GROUPS``: executions counted per (manifest hash, recorded version
-   markers), with the oldest start; ``STEPS``: executions counted per (manifest hash, recorded
-   step, kind), with the oldest start; ``START_MANIFESTS``: those manifests, by hash. A few
-   hundred rows, however many executions;
+2. for the other hashes, ``START_MANIFESTS``: those manifests, by hash; ``GROUPS``: executions
+   counted per (manifest hash, recorded version markers), with the oldest start; and, only for
+   the steps whose result schema changed (or every step of a manifest that is not stored),
+   ``STEPS``: executions counted per (manifest hash, recorded step, kind), with the oldest
+   start. A few hundred rows at most, however many executions;
 3. only when some recorded step is refused: ``REFUSED_BY_STEPS`` counts the executions that
    recorded one, outside the groups already refused as a whole, so that the total of refused
    executions is exact (one execution can have several reasons).
@@ -70,13 +71,19 @@ SELECT actor_type, workflow, manifest_hash, versions, count(*) AS executions, mi
  WHERE status <> 'finished' AND manifest_hash = ANY(%(hashes)s::text[])
  GROUP BY actor_type, workflow, manifest_hash, versions"""
 
-# Every recorded step has an attempt 1 (clocks, waits and races only that; an activity's later
-# attempts follow it), so counting attempt 1 counts executions.
+# Executions that recorded given steps: every step of the manifests in %(every_step_of)s, and
+# the (manifest, step) pairs in %(step_hashes)s / %(steps)s. Every recorded step has an attempt 1
+# (clocks, waits and races only that; an activity's later attempts follow it), so counting
+# attempt 1 counts executions.
 STEPS: LiteralString = """
 SELECT e.manifest_hash, s.step, s.kind, count(*) AS executions, min(e.started_at) AS oldest
   FROM actor_workflow_executions e
   JOIN actor_workflow_step s ON s.execution_id = e.execution_id AND s.attempt = 1
- WHERE e.status <> 'finished' AND e.manifest_hash = ANY(%(hashes)s::text[])
+ WHERE e.status <> 'finished'
+   AND e.manifest_hash = ANY(%(every_step_of)s::text[] || %(step_hashes)s::text[])
+   AND (e.manifest_hash = ANY(%(every_step_of)s::text[])
+        OR (e.manifest_hash, s.step) IN (
+            SELECT * FROM unnest(%(step_hashes)s::text[], %(steps)s::text[])))
  GROUP BY e.manifest_hash, s.step, s.kind"""
 
 START_MANIFESTS: LiteralString = """
@@ -208,7 +215,9 @@ async def check(app: App, conn: psycopg.AsyncConnection[Any], *, accept: bool = 
             params = {"hashes": hashes}
             starts = dict(await (await conn.execute(START_MANIFESTS, params)).fetchall())
             verdict.groups(await (await conn.execute(GROUPS, params)).fetchall(), starts)
-            verdict.steps(await (await conn.execute(STEPS, params)).fetchall(), starts)
+            wanted = verdict.steps_worth_counting(starts)
+            if wanted["every_step_of"] or wanted["steps"]:
+                verdict.steps(await (await conn.execute(STEPS, wanted)).fetchall(), starts)
             if verdict.bad_steps:
                 row = await (
                     await conn.execute(REFUSED_BY_STEPS, verdict.refused_by_steps_params())
@@ -265,6 +274,40 @@ class _Verdict:
             if problems:
                 self.refused += n
                 self.refused_groups.append((start_hash, versions))
+
+    def steps_worth_counting(self, starts: Mapping[str, Any]) -> dict[str, list[str]]:
+        """Which recorded steps can add a problem, as ``STEPS`` parameters.
+
+        A runner records only steps of the manifest an execution is on (it moves the execution
+        onto its own manifest before it runs it), so a recorded step is a step of its start
+        manifest, of the same kind. Whether that step is missing or of another kind now is a
+        problem of every execution of the manifest, found by ``groups``; what recording it can
+        add is only a changed result schema. So only steps whose result schema changed are
+        counted — none at all when a deploy only adds steps — and every step of a manifest that
+        is not stored (nothing to compare with)."""
+        every_step_of: list[str] = []
+        pairs: list[tuple[str, str]] = []
+        for start_hash, (actor_type, workflow) in self.owner.items():
+            mine = self.current.get((actor_type, workflow))
+            start = starts.get(start_hash)
+            if mine is None:
+                continue  # refused as a whole already
+            if start is None:
+                every_step_of.append(start_hash)
+                continue
+            declared = mine[0]["steps"]
+            pairs += [
+                (start_hash, name)
+                for name, entry in start["steps"].items()
+                if name in declared
+                and declared[name]["kind"] == entry["kind"]
+                and declared[name]["result"] != entry["result"]
+            ]
+        return {
+            "every_step_of": every_step_of,
+            "step_hashes": [h for h, _ in pairs],
+            "steps": [step for _, step in pairs],
+        }
 
     def steps(self, rows: Iterable[tuple[Any, ...]], starts: Mapping[str, Any]) -> None:
         """What recording a step adds: its own problems, for the executions that recorded it."""

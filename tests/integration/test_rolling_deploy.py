@@ -5,7 +5,8 @@
 What must hold: the deploy check accepts the new code; executions the old code cannot replay
 (started by the new code) stay suspended in the old relay with the reason recorded and nothing
 run; the new relay replays the old code's executions on their old path; once the old relay is
-drained, the new one finishes everything; nothing fails, no step runs twice.
+drained, the new one finishes everything; nothing fails, no step runs twice. And a relay process
+whose code cannot replay an open execution does not start at all: it exits 1 with the report.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator
-from datetime import timedelta
+from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -204,3 +205,30 @@ async def test_a_rolling_deploy_strands_nothing_and_replays_nothing_wrongly(
     ]  # fmt: skip
     assert await peek.count("actor_outbox") == 0
     assert new.terminate() == 0, new.output()
+
+
+async def test_a_relay_process_whose_code_cannot_replay_an_open_execution_refuses_to_start(
+    database_url: str, peek: Peek
+) -> None:
+    await start(database_url, "before", ("d1", "o1"))
+    oldest = await peek.value("SELECT started_at FROM actor_workflow_executions")
+    refusing = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "akter.cli", "relay", "tests.apps.depot:step_removed"],
+        env={**os.environ, **TEST_SETTINGS, "AKTER_DATABASE_URL": database_url, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert refusing.returncode == 1, refusing.stderr
+    assert (
+        "refused: 1 of 1 open execution cannot be replayed by this code\n"
+        "\n"
+        "actor type Depot\n"
+        "  workflow Ship\n"
+        "    - step 'ship' (an activity) is no longer declared: 1 open execution, "
+        f"oldest started {oldest.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC\n"
+        "      what to do: keep the step declared under its old name (a rename is a removal); "
+        "stop calling it in new executions behind a version marker (wf.version), or drain these "
+        "executions first\n"
+    ) in refusing.stderr
+    assert "the relay refuses to start" in refusing.stderr
+    assert await peek.count("akter_relay_members") == 0
