@@ -5,7 +5,7 @@ Process tests start real ``akter relay tests.apps.flows:app`` processes and SIGK
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -32,108 +32,97 @@ def _fresh() -> Iterator[None]:
 
 
 @pytest.fixture
+def relays(database_url: str) -> Iterator[Callable[..., RelayProcess]]:
+    """Starts ``akter relay tests.apps.flows:app`` processes; all are killed at teardown."""
+    started: list[RelayProcess] = []
+
+    def start(**settings: str) -> RelayProcess:
+        started.append(RelayProcess(database_url, app=APP, **settings))
+        return started[-1]
+
+    yield start
+    for proc in started:
+        proc.close()
+
+
+@pytest.fixture
 async def env(database_url: str) -> AsyncIterator[tuple[akter.App, Any, Any]]:
     app = flows.make_app(database_url)
     async with running(app) as (relay, client):
         yield app, relay, client
 
 
+async def ledger_attempts(peek: Peek) -> list[tuple[Any, ...]]:
+    return await peek.rows("SELECT attempt, exit IS NULL FROM actor_workflow_step WHERE step = 'ledger'")
+
+
 @pytest.mark.slow
 async def test_a_relay_killed_during_a_sleep_is_replaced_by_another(
-    database_url: str, peek: Peek, clock: testing.Clock
+    database_url: str, peek: Peek, clock: testing.Clock, relays: Callable[..., RelayProcess]
 ) -> None:
-    app = flows.make_app(database_url)
-    first = RelayProcess(database_url, app=APP)
-    second: RelayProcess | None = None
-    try:
-        async with app.client() as client:
-            run = await client.actor(Flows, "p1", tenant="acme").start(Settle, Job("slept", seconds=600))
-            await until(run.poll, lambda s: s.status == "suspended")
-            assert first.kill() == -9
-            second = RelayProcess(database_url, app=APP)
-            await clock.advance(timedelta(seconds=601))
-            result = await run.result(timeout=30)
-        assert result == Success(Done("ledger 2; principal Anonymous(); tenant acme"))
-        assert await peek.count("actor_receipts", "ledger-slept") == 2
-    finally:
-        first.close()
-        if second is not None:
-            second.close()
+    first = relays()
+    async with flows.make_app(database_url).client() as client:
+        run = await client.actor(Flows, "p1", tenant="acme").start(Settle, Job("slept", seconds=600))
+        await until(run.poll, lambda s: s.status == "suspended")
+        assert first.kill() == -9
+        relays()
+        await clock.advance(timedelta(seconds=601))
+        result = await run.result(timeout=30)
+    assert result == Success(Done("ledger 2; principal Anonymous(); tenant acme"))
+    assert await peek.count("actor_receipts", "ledger-slept") == 2
 
 
 @pytest.mark.slow
 async def test_a_runner_killed_mid_activity_is_rerun_with_the_same_derived_ids(
-    database_url: str, peek: Peek, clock: testing.Clock
+    database_url: str, peek: Peek, clock: testing.Clock, relays: Callable[..., RelayProcess]
 ) -> None:
-    app = flows.make_app(database_url)
-    dying = RelayProcess(database_url, app=APP, faults="workflow.before_settle=crash")
-    survivor: RelayProcess | None = None
-    try:
-        async with app.client() as client:
-            run = await client.actor(Flows, "p2", tenant="acme").start(Settle, Job("twice", seconds=0))
-            assert dying.wait(timeout=30) == -9, dying.output()
-            # the activity ran and its commands landed, but its attempt was never settled
-            assert await peek.count("actor_receipts", "ledger-twice") == 2
-            assert await peek.rows(
-                "SELECT attempt, exit IS NULL FROM actor_workflow_step WHERE step = 'ledger'"
-            ) == [(1, True)]
-            survivor = RelayProcess(database_url, app=APP)
-            await clock.advance(timedelta(seconds=31))  # the recovery timer armed with the attempt
-            result = await run.result(timeout=30)
-        assert result == Success(Done("ledger 2; principal Anonymous(); tenant acme"))
-        # the rerun repeated both derived ids: the receiver recorded each effect once
+    dying = relays(faults="workflow.before_settle=crash")
+    async with flows.make_app(database_url).client() as client:
+        run = await client.actor(Flows, "p2", tenant="acme").start(Settle, Job("twice", seconds=0))
+        assert dying.wait(timeout=30) == -9, dying.output()
+        # the activity ran and its commands landed, but its attempt was never settled
         assert await peek.count("actor_receipts", "ledger-twice") == 2
-        state = await peek.value("SELECT state FROM actor_state WHERE actor_id = 'ledger-twice'")
-        assert b'"effects":["twice-a","twice-b"]' in bytes(state)
-        assert await peek.rows(
-            "SELECT attempt, exit IS NULL FROM actor_workflow_step WHERE step = 'ledger'"
-        ) == [(1, False)]
-    finally:
-        dying.close()
-        if survivor is not None:
-            survivor.close()
+        assert await ledger_attempts(peek) == [(1, True)]
+        relays()
+        await clock.advance(timedelta(seconds=31))  # the recovery timer armed with the attempt
+        result = await run.result(timeout=30)
+    assert result == Success(Done("ledger 2; principal Anonymous(); tenant acme"))
+    # the rerun repeated both derived ids: the receiver recorded each effect once
+    assert await peek.count("actor_receipts", "ledger-twice") == 2
+    state = await peek.value("SELECT state FROM actor_state WHERE actor_id = 'ledger-twice'")
+    assert b'"effects":["twice-a","twice-b"]' in bytes(state)
+    assert await ledger_attempts(peek) == [(1, False)]
 
 
 @pytest.mark.slow
 async def test_a_rerun_past_the_retry_window_is_outcome_unknown_and_sends_nothing(
-    database_url: str, peek: Peek, clock: testing.Clock
+    database_url: str, peek: Peek, clock: testing.Clock, relays: Callable[..., RelayProcess]
 ) -> None:
-    app = flows.make_app(database_url)
-    dying = RelayProcess(database_url, app=APP, faults="workflow.before_settle=crash")
-    survivor: RelayProcess | None = None
-    try:
-        async with app.client() as client:
-            run = await client.actor(Flows, "p7", tenant="acme").start(Settle, Job("late", seconds=0))
-            assert dying.wait(timeout=30) == -9, dying.output()
-            await clock.advance(timedelta(hours=25))  # past the derived ids' expiry
-            survivor = RelayProcess(database_url, app=APP)
-            result = await run.result(timeout=30)
-        assert isinstance(result, Failure)
-        assert isinstance(result.failure(), akter.ActivityOutcomeUnknown), result
-        # nothing was sent again: the receiver still holds the first attempt's two effects
-        state = await peek.value("SELECT state FROM actor_state WHERE actor_id = 'ledger-late'")
-        assert b'"effects":["late-a","late-b"]' in bytes(state)
-        assert await peek.rows("SELECT attempt FROM actor_workflow_step WHERE step = 'ledger'") == [(1,)]
-    finally:
-        dying.close()
-        if survivor is not None:
-            survivor.close()
+    dying = relays(faults="workflow.before_settle=crash")
+    async with flows.make_app(database_url).client() as client:
+        run = await client.actor(Flows, "p7", tenant="acme").start(Settle, Job("late", seconds=0))
+        assert dying.wait(timeout=30) == -9, dying.output()
+        await clock.advance(timedelta(hours=25))  # past the derived ids' expiry
+        relays()
+        result = await run.result(timeout=30)
+    assert isinstance(result, Failure)
+    assert isinstance(result.failure(), akter.ActivityOutcomeUnknown), result
+    # nothing was sent again: the receiver still holds the first attempt's two effects
+    state = await peek.value("SELECT state FROM actor_state WHERE actor_id = 'ledger-late'")
+    assert b'"effects":["late-a","late-b"]' in bytes(state)
+    assert await ledger_attempts(peek) == [(1, False)]
 
 
 @pytest.mark.slow
 async def test_tenant_and_principal_come_from_the_record_after_access_was_lost(
-    database_url: str, peek: Peek, clock: testing.Clock
+    database_url: str, peek: Peek, clock: testing.Clock, relays: Callable[..., RelayProcess]
 ) -> None:
-    app = flows.make_app(database_url)
-    async with app.client(caller=akter.User("alice")) as client:
+    async with flows.make_app(database_url).client(caller=akter.User("alice")) as client:
         run = await client.actor(Flows, "p3", tenant="globex").start(Settle, Job("alice", seconds=60))
-        relay = RelayProcess(database_url, app=APP, AKTER_TEST_REVOKED="alice")
-        try:
-            await until(run.poll, lambda s: s.status == "suspended")
-            await clock.advance(timedelta(seconds=61))
-            result = await run.result(timeout=30)
-        finally:
-            relay.close()
+        relays(AKTER_TEST_REVOKED="alice")  # alice lost access: only the recorded principal remains
+        await until(run.poll, lambda s: s.status == "suspended")
+        await clock.advance(timedelta(seconds=61))
+        result = await run.result(timeout=30)
     assert result == Success(Done("ledger 2; principal User(subject='alice'); tenant globex"))
     state = bytes(await peek.value("SELECT state FROM actor_state WHERE actor_id = 'ledger-alice'"))
     assert b"globex|system:workflow:user:alice" in state
