@@ -35,4 +35,4 @@ async def test_the_worked_example_runs(database_url: str) -> None:
         assert (await shop.send(ex.pay, ex.Pay(order="o-1", amount=30))) == Success(None)
         await quiet(app, relay)
         await clock.advance(timedelta(minutes=11))
-        assert await run.result(timeout=20) == Success(ex.Shipped(order="o-1", paid=30))
+        assert await run.result(timeout=60) == Success(ex.Shipped(order="o-1", paid=30))

@@ -42,7 +42,7 @@ async def test_race_records_the_winner_and_replays_it_without_the_loser(
     run = await handle.start(Racing, Job("r1", seconds=600))
     await quiet(app, relay)
     await handle.send(emit, Emit("r1", 7))
-    assert await run.result(timeout=20) == Success(Done("signal 7; r1-after"))
+    assert await run.result(timeout=60) == Success(Done("signal 7; r1-after"))
     rows = await peek.rows("SELECT step, kind, exit IS NOT NULL FROM actor_workflow_step ORDER BY step")
     assert ("signal-or-deadline", "race", True) in rows
     # the losing clock was written pending and settled as interrupted at finish; nothing pending
@@ -58,7 +58,7 @@ async def test_race_deadline_wins_when_no_signal_comes(env: Any, clock: testing.
     run = await client.actor(Flows, "f1", tenant="acme").start(Racing, Job("r2", seconds=60))
     await quiet(app, relay)
     await clock.advance(timedelta(seconds=61))
-    assert await run.result(timeout=20) == Success(Done("deadline; r2-after"))
+    assert await run.result(timeout=60) == Success(Done("deadline; r2-after"))
 
 
 async def test_all_runs_branches_and_two_sleeps_resume_at_their_own_times(
@@ -74,7 +74,7 @@ async def test_all_runs_branches_and_two_sleeps_resume_at_their_own_times(
     assert (await step_exit(peek, "nap-a"), await step_exit(peek, "nap-b")) == (True, False)
     assert (await run.poll()).status == "suspended"
     await clock.advance(timedelta(seconds=60))
-    assert await run.result(timeout=20) == Success(Done("b1-left+b1-right"))
+    assert await run.result(timeout=60) == Success(Done("b1-left+b1-right"))
     assert (flows.CALLS["b1-left"], flows.CALLS["b1-right"]) == (1, 1)
 
 
@@ -92,7 +92,7 @@ async def test_wait_sees_an_event_committed_before_it_registered(env: Any, peek:
     assert await step_exit(peek, "beside") is False
     flows.gate("w-beside").set()
     await handle.send(emit, Emit("w", 2))
-    assert await run.result(timeout=20) == Success(Done("1,2"))
+    assert await run.result(timeout=60) == Success(Done("1,2"))
 
 
 async def test_event_delivered_while_a_sibling_activity_runs_wakes_the_wait(env: Any, peek: Peek) -> None:
@@ -114,7 +114,7 @@ async def test_event_delivered_while_a_sibling_activity_runs_wakes_the_wait(env:
     await quiet(app, relay)
     assert (await run.poll()).status == "suspended"  # the second wait: events are consumed in order
     await handle.send(emit, Emit("x", 6))
-    assert await run.result(timeout=20) == Success(Done("5,6"))
+    assert await run.result(timeout=60) == Success(Done("5,6"))
 
 
 async def test_a_wait_and_its_timeout_settle_exactly_once(env: Any, peek: Peek, clock: testing.Clock) -> None:
@@ -128,7 +128,7 @@ async def test_a_wait_and_its_timeout_settle_exactly_once(env: Any, peek: Peek, 
     await quiet(app, relay)
     await clock.advance(timedelta(seconds=61))
     await handle.send(emit, Emit("t", 2))  # after the deadline: the timeout wins
-    assert await run.result(timeout=20) == Success(Done("1;timeout"))
+    assert await run.result(timeout=60) == Success(Done("1;timeout"))
     assert await peek.value("SELECT count(*) FROM actor_workflow_step WHERE step = 'second'") == 1
 
 
@@ -137,7 +137,7 @@ async def test_a_start_staged_in_a_turn_sees_that_turns_own_events(env: Any, pee
     handle = client.actor(Flows, "f1", tenant="acme")
     execution_id = (await handle.send(kickoff, Emit("k", 4))).unwrap()
     run = client.run(Racing, execution_id, tenant="acme")
-    assert await run.result(timeout=20) == Success(Done("signal 4; k-after"))
+    assert await run.result(timeout=60) == Success(Done("signal 4; k-after"))
     assert await peek.value("SELECT count(*) FROM actor_workflow_executions") == 1
 
 

@@ -38,7 +38,7 @@ async def test_a_body_that_leaves_the_effect_world_fails_with_effect_defect(
 ) -> None:
     _, _, client = env
     run = await client.actor(Flows, "f1", tenant="acme").start(Broken, Job(name))
-    result = await run.result(timeout=20)
+    result = await run.result(timeout=60)
     assert isinstance(result, Failure), result
     assert isinstance(result.failure(), akter.Defect | akter.EffectDefect)
     assert message in str(result.failure())
@@ -49,7 +49,7 @@ async def test_a_body_that_leaves_the_effect_world_fails_with_effect_defect(
 async def test_a_bug_in_the_body_is_a_recorded_defect(env: Any) -> None:
     _, _, client = env
     run = await client.actor(Flows, "f1", tenant="acme").start(Broken, Job("bug"))
-    result = await run.result(timeout=20)
+    result = await run.result(timeout=60)
     assert isinstance(result, Failure)
     assert "a bug in the body" in str(result.failure())
 
@@ -57,7 +57,7 @@ async def test_a_bug_in_the_body_is_a_recorded_defect(env: Any) -> None:
 async def test_a_healthy_body_of_the_same_workflow_succeeds(env: Any) -> None:
     _, _, client = env
     run = await client.actor(Flows, "f1", tenant="acme").start(Broken, Job("ok"))
-    assert await run.result(timeout=20) == Success(Done("ok"))
+    assert await run.result(timeout=60) == Success(Done("ok"))
 
 
 async def test_oversized_key_is_refused_with_its_byte_count(database_url: str, peek: Peek) -> None:

@@ -67,7 +67,7 @@ async def test_a_relay_killed_during_a_sleep_is_replaced_by_another(
         assert first.kill() == -9
         relays()
         await clock.advance(timedelta(seconds=601))
-        result = await run.result(timeout=30)
+        result = await run.result(timeout=60)
     assert result == Success(Done("ledger 2; principal Anonymous(); tenant acme"))
     assert await peek.count("actor_receipts", "ledger-slept") == 2
 
@@ -85,7 +85,7 @@ async def test_a_runner_killed_mid_activity_is_rerun_with_the_same_derived_ids(
         assert await ledger_attempts(peek) == [(1, True)]
         relays()
         await clock.advance(timedelta(seconds=31))  # the recovery timer armed with the attempt
-        result = await run.result(timeout=30)
+        result = await run.result(timeout=60)
     assert result == Success(Done("ledger 2; principal Anonymous(); tenant acme"))
     # the rerun repeated both derived ids: the receiver recorded each effect once
     assert await peek.count("actor_receipts", "ledger-twice") == 2
@@ -104,7 +104,7 @@ async def test_a_rerun_past_the_retry_window_is_outcome_unknown_and_sends_nothin
         assert dying.wait(timeout=30) == -9, dying.output()
         await clock.advance(timedelta(hours=25))  # past the derived ids' expiry
         relays()
-        result = await run.result(timeout=30)
+        result = await run.result(timeout=60)
     assert isinstance(result, Failure)
     assert isinstance(result.failure(), akter.ActivityOutcomeUnknown), result
     # nothing was sent again: the receiver still holds the first attempt's two effects
@@ -122,7 +122,7 @@ async def test_tenant_and_principal_come_from_the_record_after_access_was_lost(
         relays(AKTER_TEST_REVOKED="alice")  # alice lost access: only the recorded principal remains
         await until(run.poll, lambda s: s.status == "suspended")
         await clock.advance(timedelta(seconds=61))
-        result = await run.result(timeout=30)
+        result = await run.result(timeout=60)
     assert result == Success(Done("ledger 2; principal User(subject='alice'); tenant globex"))
     state = bytes(await peek.value("SELECT state FROM actor_state WHERE actor_id = 'ledger-alice'"))
     assert b"globex|system:workflow:user:alice" in state
@@ -145,7 +145,7 @@ async def test_a_stale_generation_cannot_settle_and_the_run_still_finishes(
         (1, True)
     ]
     await clock.advance(timedelta(seconds=31))
-    assert await run.result(timeout=20) == Success(Done("ledger 2; principal Anonymous(); tenant acme"))
+    assert await run.result(timeout=60) == Success(Done("ledger 2; principal Anonymous(); tenant acme"))
     assert await peek.count("actor_receipts", "ledger-stale") == 2
 
 
@@ -156,7 +156,7 @@ async def test_interrupting_a_running_execution_compensates_once(env: Any, peek:
         lambda: peek.value("SELECT count(*) FROM actor_workflow_step WHERE step = 'hold'"), lambda n: n == 1
     )
     await run.interrupt()
-    result = await run.result(timeout=20)
+    result = await run.result(timeout=60)
     assert isinstance(result, Failure)
     assert isinstance(result.failure(), akter.Interrupted)
     await quiet(app, relay)
@@ -173,7 +173,7 @@ async def test_an_interrupt_racing_completion_yields_exactly_one_outcome(env: An
     )
     flows.gate("racy-hold").set()
     await asyncio.gather(run.interrupt(), asyncio.sleep(0))
-    result = await run.result(timeout=20)
+    result = await run.result(timeout=60)
     await quiet(app, relay)
     status = await run.poll()
     # one terminal outcome: what result() returned is what the record says

@@ -17,14 +17,14 @@ async def running(app: akter.App) -> AsyncIterator[tuple[Relay, Any]]:
         yield relay, client
 
 
-async def quiet(app: akter.App, relay: Relay, within: float = 30) -> None:
+async def quiet(app: akter.App, relay: Relay, within: float = 60) -> None:
     """Until nothing is due and no pass runs (``relay.idle`` waits for the workflow runner too)."""
     async with asyncio.timeout(within):
         await relay.idle()
     assert app.workflow_runner.quiet()
 
 
-async def until(probe: Callable[[], Awaitable[Any]], done: Callable[[Any], bool], within: float = 20) -> Any:
+async def until(probe: Callable[[], Awaitable[Any]], done: Callable[[Any], bool], within: float = 60) -> Any:
     """Wait for a condition a test can only observe (a row settled, a status). It polls; it
     never orders steps by elapsed time."""
     async with asyncio.timeout(within):
