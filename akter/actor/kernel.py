@@ -6,7 +6,7 @@ A turn:
    access policy refuses, a payload of the wrong type) — nothing is opened;
 2. takes the actor's row lock (creating the row on first use) and, in the same round trip, reads
    the state and the receipt of this command id as they stand once the lock is granted
-   (``queries.LOAD``, the ``akter_turn_load`` function);
+   (``queries.LOAD``, the ``akter_turn_load`` procedure);
 3. resolves the receipt: a known id with the same command and payload replays the stored outcome
    without running the handler; another caller is ``AccessDenied``; another command or payload is
    ``CommandConflict``; an id past its expiry is ``CommandExpired`` whether or not its receipt was
@@ -223,7 +223,7 @@ async def _turn_once(
     await cur.execute(queries.BEGIN_AND_LOAD, request.params)
     cur.nextset()
     fetched = await cur.fetchone()
-    if fetched is None:  # pragma: no cover - the function always returns the locked row
+    if fetched is None:  # pragma: no cover - the procedure always returns the locked row
         raise AssertionError(f"akter_turn_load returned no row for {request.ref}")
     row = queries.Loaded(*fetched)
     command_id = request.command_id

@@ -1,9 +1,9 @@
-"""The SQL a turn sends: two simple-protocol batches calling the turn functions of
-``sql/004_turn_functions.sql``.
+"""The SQL a turn sends: two simple-protocol batches calling the turn procedures of
+``sql/004_turn_procedures.sql``.
 
-A turn is two round trips: ``BEGIN; SELECT * FROM akter_turn_load(...)`` and
-``SELECT akter_turn_write(...); COMMIT``. Parameters are bound client-side (``AsyncClientCursor``),
-which is what lets one round trip carry two statements; the statements inside the functions are
+A turn is two round trips: ``BEGIN; CALL akter_turn_load(...)`` and
+``CALL akter_turn_write(...); COMMIT``. Parameters are bound client-side (``AsyncClientCursor``),
+which is what lets one round trip carry two statements; the statements inside the procedures are
 planned once per session by PL/pgSQL, so the server does not re-plan them every turn. Every call
 names the routing key first, as every table's key starts with it. ``kernel.py`` decides what to
 send; this module only spells it. docs/performance.md compares this phrasing with the others
@@ -17,13 +17,16 @@ from typing import LiteralString, NamedTuple
 
 _KEY: LiteralString = "%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s"
 
-#: Locks the actor row (creating it on first use) and reads what a turn needs; one row.
-LOAD: LiteralString = f"SELECT * FROM akter_turn_load({_KEY}, %(command_id)s)"
+#: Locks the actor row (creating it on first use) and reads what a turn needs: one row, the
+#: procedure's OUT parameters (passed as NULL, as CALL requires).
+LOAD: LiteralString = (
+    f"CALL akter_turn_load({_KEY}, %(command_id)s, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
+)
 BEGIN_AND_LOAD: LiteralString = "BEGIN; " + LOAD
 
 
 class Loaded(NamedTuple):
-    """The row ``LOAD`` returns, in the functions's column order."""
+    """The row ``LOAD`` returns, in the order of the procedure's OUT parameters."""
 
     event_seq: int
     state: bytes | None
@@ -49,7 +52,7 @@ def write(events: int) -> LiteralString:
         arrays = "NULL, NULL"
     # assembled from fixed fragments and integers only, never from values
     return (
-        f"SELECT akter_turn_write({_KEY}, %(command_id)s, %(command)s, %(payload_hash)s,"
+        f"CALL akter_turn_write({_KEY}, %(command_id)s, %(command)s, %(payload_hash)s,"
         f" %(caller_key)s, %(outcome)s, %(failed)s, %(expires_ms)s, %(state)s, %(event_seq)s,"
         f" {arrays})"
     )

@@ -1,29 +1,31 @@
--- A turn's two statements as server-side functions, so that a turn is two round trips whose
+-- A turn's two statements as PL/pgSQL procedures, so that a turn is two round trips whose
 -- statements PostgreSQL plans once per session instead of once per turn:
 --
---   BEGIN; SELECT * FROM akter_turn_load(...)        -- lock the actor row, read what the turn needs
---   SELECT akter_turn_write(...); COMMIT              -- state, events, receipt, then commit
+--   BEGIN; CALL akter_turn_load(...)        -- lock the actor row, read what the turn needs
+--   CALL akter_turn_write(...); COMMIT      -- state, events, receipt, then commit
 --
--- PL/pgSQL caches the plans of the statements inside a function for the life of the session, and
+-- PL/pgSQL caches the plans of the statements inside a routine for the life of the session, and
 -- the cache survives ROLLBACK and DEALLOCATE ALL (which psycopg sends after a rollback on a
 -- connection where it prepared statements of its own), needs no per-connection bookkeeping, and
--- works through a transaction-mode pooler. See docs/performance.md for the measurements.
+-- works through a transaction-mode pooler. Procedures rather than functions: CALL skips the
+-- planning of the outer SELECT a function call needs, and OUT parameters return the one row
+-- without a tuplestore. See docs/performance.md for the measurements.
 --
--- Both functions are VOLATILE (the default), so each statement inside takes a fresh snapshot:
--- that is what lets akter_turn_load read, after the row lock was granted, everything committed
--- by the turn that held the lock before it.
+-- Each statement inside takes a fresh snapshot (READ COMMITTED): that is what lets
+-- akter_turn_load read, after the row lock was granted, everything committed by the turn that
+-- held the lock before it.
 
-CREATE FUNCTION akter_turn_load(
-    p_rk bigint, p_tenant text, p_actor_type text, p_actor_id text, p_command_id text
-)
-RETURNS TABLE (
-    event_seq    bigint,
-    state        bytea,
-    command      text,
-    payload_hash bytea,
-    caller_key   text,
-    outcome      bytea,
-    now_ms       bigint
+CREATE PROCEDURE akter_turn_load(
+    p_rk bigint, p_tenant text, p_actor_type text, p_actor_id text, p_command_id text,
+    OUT event_seq bigint,
+    OUT state bytea,
+    -- the receipt of this command id, all NULL when there is none
+    OUT command text,
+    OUT payload_hash bytea,
+    OUT caller_key text,
+    OUT outcome bytea,
+    -- the database clock (akter_now()) in ms since the epoch
+    OUT now_ms bigint
 )
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
@@ -45,10 +47,10 @@ BEGIN
            AND g.actor_type = p_actor_type AND g.actor_id = p_actor_id
            FOR UPDATE;
     END IF;
-    RETURN QUERY
     SELECT g.event_seq, s.state,
            r.command, r.payload_hash, r.caller_key, r.outcome,
            (extract(epoch FROM akter_now()) * 1000)::bigint
+      INTO event_seq, state, command, payload_hash, caller_key, outcome, now_ms
       FROM actor_generations g
       LEFT JOIN actor_state s
         ON s.routing_key = g.routing_key AND s.tenant = g.tenant
@@ -65,12 +67,11 @@ $$;
 -- The write of a turn, under the row lock akter_turn_load took in the same transaction.
 -- p_state NULL: the state did not change. p_event_seq: the actor's last event sequence before
 -- this turn; the events (p_tags, p_values, in order; NULL or empty for none) take the next ones.
-CREATE FUNCTION akter_turn_write(
+CREATE PROCEDURE akter_turn_write(
     p_rk bigint, p_tenant text, p_actor_type text, p_actor_id text, p_command_id text,
     p_command text, p_payload_hash bytea, p_caller_key text, p_outcome bytea, p_failed boolean,
     p_expires_ms bigint, p_state bytea, p_event_seq bigint, p_tags text[], p_values bytea[]
 )
-RETURNS void
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
