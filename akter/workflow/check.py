@@ -13,9 +13,11 @@ grouping in SQL, in one read-only snapshot:
    the steps whose result schema changed (or every step of a manifest that is not stored),
    ``STEPS``: executions counted per (manifest hash, recorded step, kind), with the oldest
    start. A few hundred rows at most, however many executions;
-3. only when some recorded step is refused: ``REFUSED_BY_STEPS`` counts the executions that
-   recorded one, outside the groups already refused as a whole, so that the total of refused
-   executions is exact (one execution can have several reasons).
+3. only when recorded steps are refused and their counts alone cannot tell how many executions
+   that is (several refused steps of one manifest, or a manifest also refused as a whole):
+   ``REFUSED_BY_STEPS`` counts the executions that recorded one, outside the groups already
+   refused as a whole, so that the total of refused executions is exact (one execution can have
+   several reasons).
 
 Each group is judged by the same ``compat.judge`` a runner applies before every pass, once with
 no recorded step (what holds for every execution of the group: its start manifest, payload and
@@ -34,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, LiteralString
@@ -72,18 +75,25 @@ SELECT actor_type, workflow, manifest_hash, versions, count(*) AS executions, mi
  GROUP BY actor_type, workflow, manifest_hash, versions"""
 
 # Executions that recorded given steps: every step of the manifests in %(every_step_of)s, and
-# the (manifest, step) pairs in %(step_hashes)s / %(steps)s. Every recorded step has an attempt 1
-# (clocks, waits and races only that; an activity's later attempts follow it), so counting
-# attempt 1 counts executions.
+# the (manifest, step) pairs in %(step_hashes)s / %(steps)s — the ``= ANY`` filters repeat the
+# pairs' columns so that both tables are narrowed before they are joined. Every recorded step has
+# an attempt 1 (clocks, waits and races only that; an activity's later attempts follow it), so
+# counting attempt 1 counts executions.
 STEPS: LiteralString = """
 SELECT e.manifest_hash, s.step, s.kind, count(*) AS executions, min(e.started_at) AS oldest
   FROM actor_workflow_executions e
   JOIN actor_workflow_step s ON s.execution_id = e.execution_id AND s.attempt = 1
  WHERE e.status <> 'finished'
-   AND e.manifest_hash = ANY(%(every_step_of)s::text[] || %(step_hashes)s::text[])
-   AND (e.manifest_hash = ANY(%(every_step_of)s::text[])
-        OR (e.manifest_hash, s.step) IN (
-            SELECT * FROM unnest(%(step_hashes)s::text[], %(steps)s::text[])))
+   AND e.manifest_hash = ANY(%(every_step_of)s::text[])
+ GROUP BY e.manifest_hash, s.step, s.kind
+UNION ALL
+SELECT e.manifest_hash, s.step, s.kind, count(*), min(e.started_at)
+  FROM actor_workflow_executions e
+  JOIN actor_workflow_step s ON s.execution_id = e.execution_id AND s.attempt = 1
+  JOIN unnest(%(step_hashes)s::text[], %(steps)s::text[]) AS c(manifest_hash, step)
+    ON c.manifest_hash = e.manifest_hash AND c.step = s.step
+ WHERE e.status <> 'finished'
+   AND e.manifest_hash = ANY(%(step_hashes)s::text[]) AND s.step = ANY(%(steps)s::text[])
  GROUP BY e.manifest_hash, s.step, s.kind"""
 
 START_MANIFESTS: LiteralString = """
@@ -97,6 +107,7 @@ SELECT count(DISTINCT e.execution_id)
   JOIN unnest(%(bad_hashes)s::text[], %(bad_steps)s::text[]) AS b(manifest_hash, step)
     ON b.manifest_hash = e.manifest_hash AND b.step = s.step
  WHERE e.status <> 'finished'
+   AND e.manifest_hash = ANY(%(bad_hashes)s::text[]) AND s.step = ANY(%(bad_steps)s::text[])
    AND (e.manifest_hash, e.versions) NOT IN (
        SELECT * FROM unnest(%(refused_hashes)s::text[], %(refused_versions)s::jsonb[]))"""
 
@@ -219,10 +230,12 @@ async def check(app: App, conn: psycopg.AsyncConnection[Any], *, accept: bool = 
             if wanted["every_step_of"] or wanted["steps"]:
                 verdict.steps(await (await conn.execute(STEPS, wanted)).fetchall(), starts)
             if verdict.bad_steps:
-                row = await (
-                    await conn.execute(REFUSED_BY_STEPS, verdict.refused_by_steps_params())
-                ).fetchone()
-                verdict.refused += int(row[0]) if row else 0
+                counted = verdict.refused_by_steps()
+                if counted is None:
+                    params = verdict.refused_by_steps_params()
+                    row = await (await conn.execute(REFUSED_BY_STEPS, params)).fetchone()
+                    counted = int(row[0]) if row else 0
+                verdict.refused += counted
     report = verdict.report(open_executions=sum(int(g[3]) for g in by_manifest))
     if report.compatible and accept:
         async with conn.transaction():
@@ -241,7 +254,8 @@ class _Verdict:
         self.checked = 0
         self.refused = 0
         self.refused_groups: list[tuple[str, Any]] = []
-        self.bad_steps: list[tuple[str, str]] = []
+        #: (manifest hash, step) recorded by refused executions -> how many recorded it
+        self.bad_steps: dict[tuple[str, str], int] = {}
 
     def _judge(
         self, actor_type: str, workflow: str, start_hash: str, starts: Mapping[str, Any], **seen: Any
@@ -321,7 +335,17 @@ class _Verdict:
             for problem in added:
                 self._add(actor_type, workflow, problem, int(count), oldest)
             if added:
-                self.bad_steps.append((start_hash, step))
+                self.bad_steps[(start_hash, step)] = self.bad_steps.get((start_hash, step), 0) + int(count)
+
+    def refused_by_steps(self) -> int | None:
+        """The executions refused only for a step they recorded, when the counts tell: each
+        manifest has one refused step and no group refused as a whole. Else None: counting them
+        takes ``REFUSED_BY_STEPS`` (an execution may have recorded several)."""
+        per_hash = Counter(h for h, _ in self.bad_steps)
+        whole = {h for h, _ in self.refused_groups}
+        if any(n > 1 for n in per_hash.values()) or whole & per_hash.keys():
+            return None
+        return sum(self.bad_steps.values())
 
     def refused_by_steps_params(self) -> dict[str, Any]:
         return {

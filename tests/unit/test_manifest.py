@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from datetime import datetime, timedelta
+import json
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal, NewType, Optional, TypeVar
 
 import attrs
@@ -19,6 +20,7 @@ import pytest
 
 import akter
 from akter.workflow import compat, manifest
+from akter.workflow.check import _Verdict
 from tests.apps import depot, depot_cosmetic
 
 # ---- a fixed declaration, pinned ----------------------------------------------------------------
@@ -278,3 +280,46 @@ def test_judge_a_missing_actor_type_or_workflow_says_only_that() -> None:
         start_hash="", recorded=PARKED, versions={},
     )  # fmt: skip
     assert [p.message for p in missing_workflow] == ["workflow Depot.Gone is not declared"]
+
+
+def test_the_deploy_check_adds_up_groups_and_recorded_steps() -> None:
+    before, start_hash = manifest.of(depot.VARIANTS["before"][0].extensions["workflows"]["Ship"])
+    changed = json.loads(json.dumps(before))
+    for step in ("reserve", "ship"):
+        changed["steps"][step]["result"] = {"ok": "str", "errors": {}}
+    early, late = datetime(2031, 1, 1, tzinfo=UTC), datetime(2031, 1, 2, tzinfo=UTC)
+    app = depot.make_app("before")
+
+    def verdict(groups: list[tuple[Any, ...]], steps: list[tuple[Any, ...]]) -> _Verdict:
+        v = _Verdict(app, {("Depot", "Ship"): (changed, "f" * 64)})
+        v.groups(groups, {start_hash: before})
+        wanted = v.steps_worth_counting({start_hash: before})
+        # only the steps whose result schema changed are worth reading
+        assert wanted == {"every_step_of": [], "step_hashes": [start_hash] * 2, "steps": ["reserve", "ship"]}
+        v.steps(steps, {start_hash: before})
+        return v
+
+    one = verdict(
+        [("Depot", "Ship", start_hash, {}, 5, early)], [(start_hash, "reserve", "activity", 3, late)]
+    )
+    assert one.refused_by_steps() == 3  # one refused step per manifest: its count is the answer
+    report = one.report(open_executions=5)
+    assert (report.checked, report.refused_executions) == (5, 0)  # the SQL count is added by check()
+    assert [(r.code, r.step, r.executions, r.oldest_started_at) for r in report.refusals] == [
+        ("result_schema_changed", "reserve", 3, late)
+    ]
+    # two refused steps of one manifest: an execution may have recorded both, so it takes SQL
+    two = verdict(
+        [("Depot", "Ship", start_hash, {}, 5, early)],
+        [(start_hash, "reserve", "activity", 3, late), (start_hash, "ship", "activity", 2, early)],
+    )
+    assert two.refused_by_steps() is None
+    assert two.refused_by_steps_params()["bad_steps"] == ["reserve", "ship"]
+    # a group refused as a whole (a marker it recorded is gone) is counted once, as a whole
+    whole = verdict(
+        [("Depot", "Ship", start_hash, {"gone": 1}, 4, early), ("Depot", "Ship", start_hash, {}, 1, late)],
+        [(start_hash, "reserve", "activity", 5, early)],
+    )
+    assert whole.refused == 4
+    assert whole.refused_by_steps() is None
+    assert whole.refused_by_steps_params()["refused_versions"][0].obj == {"gone": 1}
