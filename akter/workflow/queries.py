@@ -284,14 +284,14 @@ SELECT (SELECT count(*) FROM fence) AS fenced,
 
 SUSPEND: LiteralString = """
 WITH x AS (
-    UPDATE actor_workflow_executions SET status = 'suspended', updated_at = akter_now()
+    UPDATE actor_workflow_executions SET status = 'suspended', updated_at = akter_now(), blocked_reason = NULL
      WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND status <> 'finished'
     RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal)
 """ + _arm_from("x")
 
 SUSPEND_IDLE: LiteralString = """
 WITH x AS (
-    UPDATE actor_workflow_executions SET status = 'suspended', updated_at = akter_now()
+    UPDATE actor_workflow_executions SET status = 'suspended', updated_at = akter_now(), blocked_reason = NULL
      WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND status <> 'finished'
     RETURNING 1)
 DELETE FROM actor_outbox
