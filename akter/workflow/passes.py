@@ -55,6 +55,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("akter.workflow")
 
 SCAN_BATCH = 200
+#: a suspension whose timer is due within this many ms notifies the relay at once
+NOTIFY_WITHIN_MS = 10_000
 INTERRUPT_EXIT = codec.encode({"interrupt": {}})
 
 
@@ -413,7 +415,9 @@ class Pass:
                 else:
                     due = datetime.fromtimestamp(due_ms / 1000, tz=UTC)
                     await cur.execute(queries.SUSPEND, {**self.params, "due": due})
-                    if due_ms <= self.now_ms():
+                    if due_ms <= self.now_ms() + NOTIFY_WITHIN_MS:
+                        # a timer due soon must not wait for the relay's next poll: wake it to
+                        # rescan and learn the new next-due time
                         await cur.execute("SELECT pg_notify('akter_outbox', %s)", (str(self.ref.bucket),))
         log.debug("execution %s suspended until %s", self.eid, due_ms)
         return True

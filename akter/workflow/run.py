@@ -106,8 +106,11 @@ class Run(Generic[O]):
                     wait = min(wait, deadline - time.monotonic())
                     if wait <= 0:
                         raise ResultTimeout(f"{self.execution_id} did not finish within {seconds}s")
-                async for note in conn.notifies(timeout=wait, stop_after=1):
-                    del note  # any finish: re-poll (cheap), rather than trust payload truncation
+                # wait for this execution's finish (the payload is its id, well under
+                # NOTIFY's 8,000-byte limit), or the fallback poll
+                async for note in conn.notifies(timeout=wait):
+                    if note.payload == self.execution_id:
+                        break
 
     async def interrupt(self) -> None:
         """Ask the execution to stop: it replays to its first unsettled step, runs its
