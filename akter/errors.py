@@ -30,6 +30,7 @@ own, and every class says when it is raised and what it carries::
     ├── Defect                      a handler raised an undeclared exception; the turn rolled back
     ├── EffectDefect                a workflow body did something its driver cannot interpret
     ├── Interrupted                 the outcome of an interrupted execution (inside a Failure)
+    ├── CompensationFailed          a compensation or finalizer failed; carries the body's outcome
     ├── ActivityOutcomeUnknown      an activity's effect cannot be known (its derived ids expired)
     └── ResultTimeout               run.result(timeout=...) gave up waiting; the run goes on
 
@@ -178,6 +179,20 @@ class EffectDefect(AkterError):
 
 class Interrupted(AkterError):
     """The execution was interrupted; ``run.result()`` returns ``Failure(Interrupted(...))``."""
+
+
+class CompensationFailed(AkterError):
+    """A compensation (``wf.compensate``'s undo) or a finalizer failed while the execution
+    ended. ``original`` is what the body ended with (its declared error, ``Interrupted``, a
+    ``Defect``; ``None`` when the body succeeded and only a finalizer failed); ``failures`` has
+    one line per failed undo or finalizer, naming its step when it was a step."""
+
+    def __init__(self, original: BaseException | None, failures: tuple[str, ...]) -> None:
+        self.original = original
+        self.failures = tuple(failures)
+        lines = "; ".join(self.failures)
+        ended = "succeeded" if original is None else f"ended with {type(original).__name__}: {original}"
+        super().__init__(f"the body {ended}, then {len(self.failures)} cleanup(s) failed: {lines}")
 
 
 class ActivityOutcomeUnknown(AkterError):

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import psycopg_pool
 
     from akter.app import App
-    from akter.workflow.driver import StepRow
+    from akter.workflow.driver import StepKey, StepRow
 
 log = logging.getLogger("akter.workflow")
 
@@ -206,7 +206,7 @@ async def replay_problems(
     pool: psycopg_pool.AsyncConnectionPool[Any],
     params: Mapping[str, Any],
     head: Mapping[str, Any],
-    history: Mapping[str, list[StepRow]],
+    history: Mapping[StepKey, list[StepRow]],
 ) -> list[str]:
     """Why this runner cannot replay the execution whose row is ``head`` (as ``queries.LOAD``
     reads it) and whose recorded steps are ``history`` — one message per problem; none means
@@ -228,7 +228,7 @@ async def replay_problems(
         current=current,
         start=start,
         start_hash=start_hash,
-        recorded={step: rows[0].kind for step, rows in history.items() if rows},
+        recorded={key.step: rows[0].kind for key, rows in history.items() if rows},
         versions=_versions(head["versions"]),
     )
     if not problems and workflow is not None and start_hash != digest:

@@ -34,6 +34,19 @@ def reset_driver(token: contextvars.Token[Driver | None]) -> None:
     _driver.reset(token)
 
 
+class Compensation:
+    """A compensated forward step: registered before the body awaits it, so that an undo is
+    known even for a step that succeeds after an interrupt abandoned the body."""
+
+    __slots__ = ("effect", "result", "settled", "undo")
+
+    def __init__(self, effect: Any, undo: Callable[[Any], Any]) -> None:
+        self.effect = effect
+        self.undo = undo
+        self.settled = False
+        self.result: Any = None
+
+
 class WorkflowContext:
     """The execution a body runs for. Pure data plus two registries (compensations and
     finalizers) that the driver runs when the execution ends."""
@@ -52,7 +65,7 @@ class WorkflowContext:
         self.ref = ref
         self.principal = principal
         self._versions = versions
-        self.compensations: list[Callable[[], Any]] = []
+        self.compensations: list[Compensation] = []
         self.finalizers: list[Callable[[], Any]] = []
 
     def version(self, name: str) -> int:
@@ -60,15 +73,21 @@ class WorkflowContext:
         return self._versions.get(name, 0)
 
     async def compensate(self, effect: Any, undo: Callable[[Any], Any]) -> Any:
-        """Await ``effect``; once it succeeded, register ``undo(result)`` (which returns an
-        effect, usually an activity call) to run if the execution fails or is interrupted.
-        Compensations run in reverse order of registration, once, by the pass that records the
-        result."""
+        """Await ``effect``; if it succeeds, ``undo(result)`` (which returns an effect, usually an
+        activity call) runs should the execution fail or be interrupted — also when the step
+        succeeded only after an interrupt arrived. Nothing is undone before its forward step
+        settled; a step that never succeeded is not undone. Compensations run in reverse order
+        of registration, once, by the pass that records the result; a failing undo is reported
+        on the result as ``CompensationFailed``."""
+        entry = Compensation(effect, undo)
+        self.compensations.append(entry)
         result = await effect
-        self.compensations.append(lambda: undo(result))
+        entry.settled, entry.result = True, result
         return result
 
     def finalizer(self, thunk: Callable[[], Any]) -> None:
-        """Register ``thunk()`` (returning an effect) to run when the execution ends, whatever
-        its outcome."""
+        """Register ``thunk()`` (returning an effect) to run once when the execution ends,
+        whatever its outcome. Unlike a ``finally:`` block in the body — which runs at every
+        suspension, because each pass closes the body's coroutine — a finalizer runs exactly
+        once, by the pass that records the result."""
         self.finalizers.append(thunk)

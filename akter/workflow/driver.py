@@ -11,39 +11,74 @@ history handed to it:
   event, settle a race. ``advance(now)`` returns the needs; the pass (``passes.py``) does the I/O,
   records new rows with ``record()``, and calls ``advance`` again.
 
-When every fiber is parked on a need that is not ready (a future clock, an event not yet
-there), the pass suspends the execution. The body ends in an outcome; a failing or interrupted
-outcome runs the registered compensations, and every outcome runs the finalizers, as fibers of
-their own, before ``final`` is set.
+**Occurrences.** Each await of a declared step is a new occurrence of it, identified by a
+``StepKey``: the step's name, the fiber's *scope* (``""`` for the body, ``"<k>.<i>/"`` appended
+for branch *i* of the *k*-th race or all its parent opened) and the count of that step's awaits
+in that scope. A fiber's own sequence of awaits is deterministic given the values it receives,
+so the key of every await is the same on every replay, whatever order parallel branches
+finished in the first time, and whether or not a race's losers run again.
 
-A suspension abandons the fibers with ``close()``, which raises ``GeneratorExit`` (a
-``BaseException``) at the await: ``except Exception`` in a body cannot swallow it, though a body's
-``finally`` blocks do run at every suspension (``wf.finalizer`` is for end-of-execution work).
+**Abandonment.** A race's losers and the siblings of an ``all`` branch that raised are closed;
+their scopes are collected in ``abandoned`` so that the pass settles their pending waits and
+clocks as abandoned (they must wake nothing). An abandoned step never resumes its fiber.
+
+**Interrupts.** The pass lets in-flight attempts settle (cancelling async ones) before it calls
+``interrupt()``; attempts settled after the interrupt carry ``after_interrupt`` in their exit and
+are never delivered to the body. The body is abandoned at its first unsettled await, and the
+compensations run: the undo of every compensated step that succeeded, including one that
+succeeded after the interrupt arrived. A failing undo or finalizer does not stop the others; the
+execution then ends with ``CompensationFailed`` carrying the body's outcome.
+
+When every fiber is parked on a need that is not ready (a future clock, an event not yet
+there), the pass suspends the execution. ``close()`` abandons the fibers by raising
+``GeneratorExit`` (a ``BaseException``) at the await: ``except Exception`` in a body cannot
+swallow it, though a body's ``finally`` blocks do run at every suspension (``wf.finalizer`` is
+for end-of-execution work).
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 from returns.maybe import Nothing, Some
 
 from akter import codec
-from akter.errors import CorruptRecord, EffectDefect, Interrupted
+from akter.errors import CompensationFailed, CorruptRecord, EffectDefect, Interrupted
 from akter.workflow import exits
-from akter.workflow.context import WorkflowContext, reset_driver, set_driver
+from akter.workflow.context import Compensation, WorkflowContext, reset_driver, set_driver
 from akter.workflow.declare import Workflow
 from akter.workflow.effects import ActivityCall, All, Effect, Race, Sleep, Wait, as_coroutine
 from akter.workflow.exits import Ok, Outcome, Raise
 
+#: the scope of the fiber that runs compensations and finalizers once the body has ended
+FINISH_SCOPE = "f/"
+
+
+class StepKey(NamedTuple):
+    """One occurrence of a declared step: ``step`` awaited for the ``occurrence``-th time in
+    ``scope``."""
+
+    step: str
+    scope: str = ""
+    occurrence: int = 1
+
+    def __str__(self) -> str:
+        if self.scope.startswith(FINISH_SCOPE):
+            where = " in cleanup" + (
+                f" branch {self.scope[2:].rstrip('/')}" if self.scope != FINISH_SCOPE else ""
+            )
+        else:
+            where = f" in branch {self.scope.rstrip('/')}" if self.scope else ""
+        return f"{self.step}#{self.occurrence}{where}"
+
 
 @attrs.frozen
 class StepRow:
-    """One recorded step row, as the pass loaded or wrote it."""
+    """One recorded step row (one attempt of one occurrence), as the pass loaded or wrote it."""
 
-    step: str
+    key: StepKey
     attempt: int
     kind: str
     exit: dict[str, Any] | None
@@ -52,6 +87,10 @@ class StepRow:
     cursor: int | None = None
     scanned: int | None = None
 
+    @property
+    def step(self) -> str:
+        return self.key.step
+
 
 # ---- needs: what the driver asks the pass to do -------------------------------------------
 
@@ -59,6 +98,7 @@ class StepRow:
 @attrs.frozen
 class RunActivity:
     call: ActivityCall
+    key: StepKey
     attempt: int
 
 
@@ -67,41 +107,58 @@ class RetryAt:
     """An attempt failed with a retryable defect; the next one may start at ``due_ms``."""
 
     call: ActivityCall
+    key: StepKey
     due_ms: int
 
 
 @attrs.frozen
 class RegisterClock:
     effect: Sleep
+    key: StepKey
 
 
 @attrs.frozen
 class ClockDue:
     effect: Sleep
+    key: StepKey
     due_ms: int
 
 
 @attrs.frozen
 class AwaitEvent:
     effect: Wait
+    key: StepKey
     row: StepRow | None
 
 
 @attrs.frozen
 class SettleRace:
     effect: Race
+    key: StepKey
     winner: int
 
 
 Need = RunActivity | RetryAt | RegisterClock | ClockDue | AwaitEvent | SettleRace
 
 
+class _Never:
+    """What resolving an abandoned step (or one settled after the interrupt) gives: nothing,
+    ever — the fiber stays parked until its join or the pass closes it."""
+
+
+_NEVER = _Never()
+
+
 class _Join:
     """A race or an ``all``: a parent fiber waiting on child fibers."""
 
-    def __init__(self, effect: Race | All, parent: _Fiber, replay_winner: int | None) -> None:
+    def __init__(
+        self, effect: Race | All, parent: _Fiber, key: StepKey | None, prefix: str, replay_winner: int | None
+    ) -> None:
         self.effect = effect
         self.parent = parent
+        self.key = key
+        self.prefix = prefix
         self.children: list[_Fiber] = []
         self.results: dict[int, Outcome] = {}
         self.replay_winner = replay_winner
@@ -109,17 +166,36 @@ class _Join:
 
 
 class _Fiber:
-    __slots__ = ("blocked", "coro", "done", "index", "join", "next_in", "outcome", "owned_join")
+    __slots__ = (
+        "blocked",
+        "blocked_key",
+        "coro",
+        "counts",
+        "done",
+        "index",
+        "join",
+        "joins",
+        "next_in",
+        "outcome",
+        "owned_join",
+        "scope",
+    )
 
-    def __init__(self, coro: Coroutine[Any, Any, Any], join: _Join | None = None, index: int = 0) -> None:
+    def __init__(
+        self, coro: Coroutine[Any, Any, Any], scope: str, join: _Join | None = None, index: int = 0
+    ) -> None:
         self.coro = coro
+        self.scope = scope
         self.join = join
         self.index = index
         self.next_in: Outcome | None = Ok(None)  # what to deliver at the next step
         self.blocked: Effect | None = None
+        self.blocked_key: StepKey | None = None
         self.done = False
         self.outcome: Outcome | None = None
         self.owned_join: _Join | None = None
+        self.counts: dict[str, int] = {}
+        self.joins = 0
 
 
 class Driver:
@@ -130,7 +206,7 @@ class Driver:
         workflow: Workflow[Any, Any],
         ctx: WorkflowContext,
         payload: Any,
-        history: dict[str, list[StepRow]],
+        history: dict[StepKey, list[StepRow]],
         *,
         interrupted: bool = False,
     ) -> None:
@@ -145,19 +221,23 @@ class Driver:
         self.body_outcome: Outcome | None = None
         #: the execution's outcome once the body and its compensations/finalizers are done
         self.final: Outcome | None = None
+        #: scope prefixes of abandoned branches whose pending waits and clocks must be settled
+        self.abandoned: set[str] = set()
+        #: the key each awaited effect got, so a compensation finds its forward step
+        self._keys: dict[int, StepKey] = {}
         body = workflow.fn(ctx, payload)
         if not isinstance(body, Coroutine):
             raise EffectDefect(f"the body of {workflow!r} did not return a coroutine")
-        self._spawn(body)
+        self._spawn(body, "")
 
     # ---- public protocol -------------------------------------------------------------------
 
     def record(self, row: StepRow) -> None:
-        """Add or replace a row the pass wrote or re-read (by step and attempt)."""
-        rows = [r for r in self.history.get(row.step, []) if r.attempt != row.attempt]
+        """Add or replace a row the pass wrote or re-read (by occurrence and attempt)."""
+        rows = [r for r in self.history.get(row.key, []) if r.attempt != row.attempt]
         rows.append(row)
         rows.sort(key=lambda r: r.attempt)
-        self.history[row.step] = rows
+        self.history[row.key] = rows
 
     def interrupt(self) -> None:
         self.interrupted = True
@@ -166,22 +246,22 @@ class Driver:
         """Step every fiber as far as the history allows; return what the rest needs."""
         while True:
             progressed = self._run_runnable()
-            needs: dict[str, Need] = {}
+            needs: dict[StepKey, Need] = {}
             for fiber in self._live():
-                if fiber.blocked is None or fiber.owned_join is not None:
+                if fiber.blocked is None or fiber.owned_join is not None or fiber.blocked_key is None:
                     continue
-                resolved = self._resolve(fiber.blocked, now_ms)
+                resolved = self._resolve(fiber.blocked, fiber.blocked_key, now_ms)
                 if isinstance(resolved, Ok | Raise):
-                    fiber.next_in, fiber.blocked = resolved, None
+                    fiber.next_in, fiber.blocked, fiber.blocked_key = resolved, None, None
                     progressed = True
-                else:
-                    needs.setdefault(_need_key(resolved), resolved)
+                elif not isinstance(resolved, _Never):
+                    needs.setdefault(resolved.key, resolved)
             for join in self._joins():
                 need = self._join_need(join)
                 if need is None:
                     progressed = progressed or join.parent.next_in is not None
                 else:
-                    needs.setdefault(_need_key(need), need)
+                    needs.setdefault(need.key, need)
             if progressed:
                 continue
             if self.phase == "body" and self.interrupted and self.final is None:
@@ -196,10 +276,31 @@ class Driver:
         for fiber in self.fibers:
             self._close(fiber)
 
+    def key_of(self, effect: Effect) -> StepKey | None:
+        """The occurrence an awaited effect was given (None: not awaited in this pass)."""
+        return self._keys.get(id(effect))
+
+    def forward_result(self, entry: Compensation) -> Outcome | None:
+        """What a compensated forward step ended with: the value the body received, or — for a
+        step that settled after the interrupt, which the body never received — its recorded
+        exit. None when it never settled successfully."""
+        if entry.settled:
+            return Ok(entry.result)
+        key = self.key_of(entry.effect)
+        if key is None or not isinstance(entry.effect, ActivityCall):
+            return None
+        rows = self.history.get(key, [])
+        if not rows or rows[-1].exit is None or "ok" not in rows[-1].exit:
+            return None
+        outcome = exits.decode(rows[-1].exit, entry.effect.step.success, entry.effect.step.errors)
+        return outcome if isinstance(outcome, Ok) else None
+
     # ---- stepping ---------------------------------------------------------------------------
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any], join: _Join | None = None, index: int = 0) -> _Fiber:
-        fiber = _Fiber(coro, join, index)
+    def _spawn(
+        self, coro: Coroutine[Any, Any, Any], scope: str, join: _Join | None = None, index: int = 0
+    ) -> _Fiber:
+        fiber = _Fiber(coro, scope, join, index)
         self.fibers.append(fiber)
         return fiber
 
@@ -251,26 +352,29 @@ class Driver:
 
     def _on_effect(self, fiber: _Fiber, effect: Effect) -> None:
         step = getattr(effect, "step", None)
-        if step is not None and (
-            step.workflow is not self.workflow or self.workflow.steps.get(step.name) is not step
-        ):
-            self._close(fiber)
-            self._finish(
-                fiber, Raise(EffectDefect(f"unregistered step {step.name!r} awaited in {self.workflow!r}"))
-            )
-            return
+        key: StepKey | None = None
+        if step is not None:
+            if step.workflow is not self.workflow or self.workflow.steps.get(step.name) is not step:
+                self._close(fiber)
+                defect = EffectDefect(f"unregistered step {step.name!r} awaited in {self.workflow!r}")
+                self._finish(fiber, Raise(defect))
+                return
+            occurrence = fiber.counts[step.name] = fiber.counts.get(step.name, 0) + 1
+            key = StepKey(step.name, fiber.scope, occurrence)
+            self._keys[id(effect)] = key
         if isinstance(effect, Race | All):
-            self._open_join(fiber, effect)
+            fiber.joins += 1
+            self._open_join(fiber, effect, key, f"{fiber.scope}{fiber.joins}.")
             return
-        fiber.blocked = effect
+        fiber.blocked, fiber.blocked_key = effect, key
 
-    def _open_join(self, fiber: _Fiber, effect: Race | All) -> None:
+    def _open_join(self, fiber: _Fiber, effect: Race | All, key: StepKey | None, prefix: str) -> None:
         replay_winner: int | None = None
-        if isinstance(effect, Race):
-            rows = self.history.get(effect.step.name, [])
+        if isinstance(effect, Race) and key is not None:
+            rows = self.history.get(key, [])
             if rows and rows[-1].exit is not None:
                 replay_winner = int(rows[-1].exit["winner"])
-        join = _Join(effect, fiber, replay_winner)
+        join = _Join(effect, fiber, key, prefix, replay_winner)
         fiber.owned_join = join
         fiber.blocked = effect
         for index, branch in enumerate(effect.branches):
@@ -282,11 +386,12 @@ class Driver:
                 return
             if replay_winner is not None and index != replay_winner:
                 coro.close()  # a recorded race replays its winner only; losers never run again
+                self.abandoned.add(f"{prefix}{index}/")
                 continue
-            join.children.append(self._spawn(coro, join, index))
+            join.children.append(self._spawn(coro, f"{prefix}{index}/", join, index))
 
     def _finish(self, fiber: _Fiber, outcome: Outcome) -> None:
-        fiber.done, fiber.outcome, fiber.blocked = True, outcome, None
+        fiber.done, fiber.outcome, fiber.blocked, fiber.blocked_key = True, outcome, None, None
         join = fiber.join
         if join is None:
             self._root_finished(outcome)
@@ -301,7 +406,7 @@ class Driver:
                 join.winner = fiber.index
                 for child in join.children:
                     if child is not fiber:
-                        self._close(child)
+                        self._abandon(child)
             return
         if isinstance(outcome, Raise):
             self._abandon_join(join)
@@ -310,19 +415,20 @@ class Driver:
             values = tuple(join.results[i].value for i in range(len(join.effect.branches)))  # type: ignore[union-attr]
             self._resume_parent(join, Ok(values))
 
-    def _join_need(self, join: _Join) -> Need | None:
+    def _join_need(self, join: _Join) -> SettleRace | None:
         """A decided race waits for its settle to be recorded, then resumes its parent."""
         if not isinstance(join.effect, Race) or join.winner is None or join.replay_winner is not None:
             return None
-        rows = self.history.get(join.effect.step.name, [])
+        assert join.key is not None
+        rows = self.history.get(join.key, [])
         if rows and rows[-1].exit is not None:
             recorded = int(rows[-1].exit["winner"])
             outcome = join.results.get(recorded)
             if outcome is None:  # another pass settled the race for another branch
-                raise CorruptRecord(f"race {join.effect.step.name!r} recorded winner {recorded} unknown here")
+                raise CorruptRecord(f"race {join.key} recorded winner {recorded} unknown here")
             self._resume_parent(join, outcome)
             return None
-        return SettleRace(join.effect, join.winner)
+        return SettleRace(join.effect, join.key, join.winner)
 
     def _resume_parent(self, join: _Join, outcome: Outcome) -> None:
         parent = join.parent
@@ -330,15 +436,22 @@ class Driver:
 
     def _abandon_join(self, join: _Join) -> None:
         for child in join.children:
-            self._close(child)
+            self._abandon(child)
+
+    def _abandon(self, fiber: _Fiber) -> None:
+        """Close a branch given up by its race or all, and mark its steps abandoned."""
+        if not fiber.done:
+            self.abandoned.add(fiber.scope)
+        self._close(fiber)
 
     def _close(self, fiber: _Fiber) -> None:
         if fiber.owned_join is not None:
-            self._abandon_join(fiber.owned_join)
-            fiber.owned_join = None
+            join, fiber.owned_join = fiber.owned_join, None
+            self._abandon_join(join)
         if not fiber.done:
             fiber.done = True
             fiber.blocked = None
+            fiber.blocked_key = None
             fiber.next_in = None
         token = set_driver(self)
         try:
@@ -354,57 +467,69 @@ class Driver:
         if self.phase == "body":
             self.body_outcome = outcome
             self.phase = "finish"
-            self._spawn(_finish_phase(self.ctx, outcome))
-        else:
-            assert self.body_outcome is not None
+            self._spawn(_finish_phase(self, outcome), FINISH_SCOPE)
+            return
+        assert self.body_outcome is not None
+        failures = outcome.value if isinstance(outcome, Ok) else (f"cleanup raised {outcome.error!r}",)
+        if not failures:
             self.final = self.body_outcome
+            return
+        original = self.body_outcome.error if isinstance(self.body_outcome, Raise) else None
+        self.final = Raise(CompensationFailed(original, tuple(failures)))
 
     def _abandon_body(self, outcome: Outcome) -> None:
         for fiber in list(self.fibers):
+            if not fiber.done:
+                self.abandoned.add(fiber.scope)
             self._close(fiber)
         self._root_finished(outcome)
 
     # ---- resolving an effect against the history ------------------------------------------
 
-    def _resolve(self, effect: Effect, now_ms: int) -> Outcome | Need:
+    def _never_resumes(self, row: StepRow | None) -> bool:
+        """An abandoned step, or (in an interrupted body) one that settled after the interrupt."""
+        if row is None or row.exit is None:
+            return False
+        if exits.is_abandoned(row.exit):
+            return True
+        return self.phase == "body" and self.interrupted and exits.after_interrupt(row.exit)
+
+    def _resolve(self, effect: Effect, key: StepKey, now_ms: int) -> Outcome | Need | _Never:  # noqa: PLR0911 -- one return per recorded state
+        rows = self.history.get(key, [])
+        last = rows[-1] if rows else None
+        if self._never_resumes(last):
+            return _NEVER
         if isinstance(effect, ActivityCall):
-            return self._resolve_activity(effect, now_ms)
+            return self._resolve_activity(effect, key, rows, now_ms)
         if isinstance(effect, Sleep):
-            rows = self.history.get(effect.step.name, [])
-            if not rows:
-                return RegisterClock(effect)
-            row = rows[-1]
-            if row.exit is not None:
-                return exits.decode(row.exit, None, ())
-            assert row.due_ms is not None
-            return ClockDue(effect, row.due_ms)
+            if last is None:
+                return RegisterClock(effect, key)
+            if last.exit is not None:
+                return exits.decode(last.exit, None, ())
+            if last.due_ms is None:
+                raise CorruptRecord(f"clock {key} has no due time")
+            return ClockDue(effect, key, last.due_ms)
         if isinstance(effect, Wait):
-            rows = self.history.get(effect.step.name, [])
-            if rows and rows[-1].exit is not None:
-                return _decode_wait(effect, rows[-1].exit)
-            return AwaitEvent(effect, rows[-1] if rows else None)
+            if last is not None and last.exit is not None:
+                return _decode_wait(effect, key, last.exit)
+            return AwaitEvent(effect, key, last)
         raise EffectDefect(f"the driver cannot interpret {effect!r}")  # pragma: no cover
 
-    def _resolve_activity(self, call: ActivityCall, now_ms: int) -> Outcome | Need:
-        rows = self.history.get(call.step.name, [])
+    def _resolve_activity(
+        self, call: ActivityCall, key: StepKey, rows: list[StepRow], now_ms: int
+    ) -> Outcome | Need:
         if not rows:
-            return RunActivity(call, 1)
+            return RunActivity(call, key, 1)
         last = rows[-1]
         if last.exit is None:
-            return RunActivity(call, last.attempt)  # a rerun of an unsettled attempt reuses its number
+            return RunActivity(call, key, last.attempt)  # a rerun of an unsettled attempt reuses its number
         if exits.is_retryable_defect(last.exit):
             due = int(last.exit["retry_at_ms"])
-            return RunActivity(call, last.attempt + 1) if due <= now_ms else RetryAt(call, due)
+            return RunActivity(call, key, last.attempt + 1) if due <= now_ms else RetryAt(call, key, due)
         return exits.decode(last.exit, call.step.success, call.step.errors)
 
 
-def _need_key(need: Need) -> str:
-    if isinstance(need, SettleRace):
-        return need.effect.step.name
-    return need.effect.step.name if not isinstance(need, RunActivity | RetryAt) else need.call.step.name
-
-
-def _decode_wait(effect: Wait, exit_: dict[str, Any]) -> Outcome:
+def _decode_wait(effect: Wait, key: StepKey, exit_: dict[str, Any]) -> Outcome:
     if "ok" not in exit_:
         return exits.decode(exit_, None, ())
     match = exit_["ok"]
@@ -412,18 +537,36 @@ def _decode_wait(effect: Wait, exit_: dict[str, Any]) -> Outcome:
         return Ok(Nothing)
     try:
         return Ok(Some(codec.from_primitive(match["event"], effect.step.event)))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CorruptRecord(f"wait {effect.step.name!r} recorded an undecodable event: {exc}") from exc
+    except Exception as exc:
+        raise CorruptRecord(f"wait {key} recorded an undecodable event: {exc}") from exc
 
 
-async def _finish_phase(ctx: WorkflowContext, outcome: Outcome) -> None:
+def _describe(thunk_result: Any) -> str:
+    step = getattr(thunk_result, "step", None)
+    return f"step {step.name!r}" if step is not None else type(thunk_result).__name__
+
+
+async def _finish_phase(driver: Driver, outcome: Outcome) -> tuple[str, ...]:
     """Compensations (reverse order) when the body failed or was interrupted, then finalizers.
-    A failing compensation or finalizer does not stop the others; the body's outcome stands."""
+    A failing one does not stop the others; the failures are what this fiber returns."""
+    ctx = driver.ctx
+    failures: list[str] = []
     if isinstance(outcome, Raise):
-        for undo in reversed(ctx.compensations):
-            # a failing undo is recorded as its own step's exit; the body's outcome stands
-            with contextlib.suppress(Exception):
-                await undo()
+        for entry in reversed(ctx.compensations):
+            forward = driver.forward_result(entry)
+            if not isinstance(forward, Ok):
+                continue  # the forward step never succeeded: nothing to undo
+            failures.extend(await _run_cleanup("compensation", lambda e=entry, v=forward.value: e.undo(v)))
     for thunk in reversed(ctx.finalizers):
-        with contextlib.suppress(Exception):
-            await thunk()
+        failures.extend(await _run_cleanup("finalizer", thunk))
+    return tuple(failures)
+
+
+async def _run_cleanup(what: str, thunk: Any) -> list[str]:
+    effect: Any = None
+    try:
+        effect = thunk()
+        await effect
+    except Exception as exc:
+        return [f"{what} {_describe(effect)} failed: {type(exc).__name__}: {exc}"]
+    return []

@@ -9,6 +9,15 @@ Stored (cattrs primitives, then ``codec.frame``)::
      "retry_at_ms": ms}                             another attempt follows at that time
     {"interrupt": {}}                               the step or execution was interrupted
     {"winner": i}                                   a race: branch ``i`` won (it is replayed)
+    {"abandoned": {}}                               a pending wait or clock of a branch that a
+                                                    race or an all gave up; it resumes nothing
+    {"compensation_failed": {"original": exit,      an execution whose body ended with
+                             "failures": [text]}}   ``original`` (null: it succeeded) and whose
+                                                    compensations or finalizers then failed
+
+An activity attempt settled after the pass saw an interrupt also carries
+``"after_interrupt": true``: its value is never delivered to the body (which is abandoned), only
+to its compensation.
 
 Decoding needs the declared types of the step (``Ok`` value type, error classes); anything that
 does not decode is ``CorruptRecord``, never a default (a changed schema is caught earlier by the
@@ -23,7 +32,7 @@ from typing import Any
 import attrs
 
 from akter import codec
-from akter.errors import ActivityOutcomeUnknown, CorruptRecord, Defect, Interrupted
+from akter.errors import ActivityOutcomeUnknown, CompensationFailed, CorruptRecord, Defect, Interrupted
 
 
 @attrs.frozen
@@ -43,10 +52,16 @@ def encode_ok(value: Any, as_type: Any) -> dict[str, Any]:
     return {"ok": codec.to_primitive(value, as_type)}
 
 
+ABANDONED: dict[str, Any] = {"abandoned": {}}
+
+
 def encode_error(error: BaseException, declared: Sequence[type[Exception]]) -> dict[str, Any]:
     """A declared error keeps its class and fields; anything else is recorded as a defect."""
     if isinstance(error, Interrupted):
         return {"interrupt": {}}
+    if isinstance(error, CompensationFailed):
+        original = None if error.original is None else encode_error(error.original, declared)
+        return {"compensation_failed": {"original": original, "failures": list(error.failures)}}
     if isinstance(error, tuple(declared)):
         return {"error": {"type": type(error).__name__, "value": codec.to_primitive(error)}}
     name = getattr(error, "error_type", "") or type(error).__qualname__
@@ -71,9 +86,22 @@ def decode(exit_: dict[str, Any], as_type: Any, declared: Sequence[type[Exceptio
             return Raise(Defect(d["message"], error_type=d["type"]))
         if "interrupt" in exit_:
             return Raise(Interrupted("interrupted"))
+        if "compensation_failed" in exit_:
+            body = exit_["compensation_failed"]
+            original = None if body["original"] is None else decode(body["original"], as_type, declared)
+            error = original.error if isinstance(original, Raise) else None
+            return Raise(CompensationFailed(error, tuple(str(f) for f in body["failures"])))
     except (KeyError, TypeError, ValueError) as exc:
         raise CorruptRecord(f"recorded exit {exit_!r} does not decode: {exc}") from exc
     raise CorruptRecord(f"recorded exit {exit_!r} has no known tag")
+
+
+def is_abandoned(exit_: dict[str, Any]) -> bool:
+    return "abandoned" in exit_
+
+
+def after_interrupt(exit_: dict[str, Any]) -> bool:
+    return bool(exit_.get("after_interrupt"))
 
 
 def is_retryable_defect(exit_: dict[str, Any] | None) -> bool:

@@ -8,10 +8,21 @@
    and settled, a race's winner is recorded.
 4. While activities run, a parked branch whose clock falls due, or a wake-up (an event, an
    interrupt) preempts the wait and the pass goes on.
-5. When every branch is parked, suspend in one fenced transaction (re-checking interrupts and
-   unscanned events under the row lock) and arm the timer at the earliest due time, or delete it;
-   when the body is done, record the result, settle leftovers and delete the timer in one
-   fenced statement.
+5. When every branch is parked, suspend through one lock-first function (``sql/005``): it settles
+   abandoned branches' waits, re-checks interrupts and unscanned events after the row lock is
+   held, and arms the timer at the earliest due time, or deletes it; when the body is done,
+   record the result, settle leftovers and delete the timer the same way.
+
+**Interrupts.** When the pass learns of an interrupt it starts nothing new, cancels in-flight
+async attempts (recording them as interrupted) and awaits sync ones (they cannot be cancelled;
+their timeout bounds them), recording each attempt's real outcome marked ``after_interrupt``.
+Only then does the driver abandon the body and run the compensations — so nothing is undone
+before its forward action settled, and a step that succeeded after the interrupt is undone too.
+
+**No spinning.** A suspension refused because something new arrived makes the pass read it and
+go on. A refusal that brings nothing the pass could act on (no row changed since the last one)
+is never retried at once: the pass backs off, doubling up to ``MAX_BACKOFF``, and logs it
+(invariant 13).
 
 Every write is fenced by the activation's generation; a ``Stale`` fence ends the pass quietly.
 """
@@ -23,13 +34,13 @@ import inspect
 import json
 import logging
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from psycopg.rows import dict_row
 
 from akter import codec, faults
-from akter.errors import ActivityOutcomeUnknown, CorruptRecord, Defect, Interrupted
+from akter.errors import ActivityOutcomeUnknown, CompensationFailed, CorruptRecord, Defect, Interrupted
 from akter.ids import ActorRef, ExecutionId
 from akter.outbox.intents import decode_caller
 from akter.workflow import activity, compat, exits, queries
@@ -44,6 +55,7 @@ from akter.workflow.driver import (
     RetryAt,
     RunActivity,
     SettleRace,
+    StepKey,
     StepRow,
 )
 from akter.workflow.effects import Wait
@@ -58,6 +70,9 @@ SCAN_BATCH = 200
 #: a suspension whose timer is due within this many ms notifies the relay at once
 NOTIFY_WITHIN_MS = 10_000
 INTERRUPT_EXIT = codec.encode({"interrupt": {}})
+ABANDONED_EXIT = codec.encode(exits.ABANDONED)
+#: the longest a pass waits before retrying a suspension refused with nothing new to act on
+MAX_BACKOFF = 2.0
 
 
 class Stale(Exception):
@@ -66,7 +81,7 @@ class Stale(Exception):
 
 def _row(r: dict[str, Any]) -> StepRow:
     return StepRow(
-        step=r["step"],
+        key=StepKey(r["step"], r["scope"], r["occurrence"]),
         attempt=r["attempt"],
         kind=r["kind"],
         exit=None if r["exit"] is None else codec.decode_primitive(bytes(r["exit"])),
@@ -75,6 +90,10 @@ def _row(r: dict[str, Any]) -> StepRow:
         cursor=r["wait_cursor"],
         scanned=r["scanned"],
     )
+
+
+def _key_params(key: StepKey) -> dict[str, Any]:
+    return {"step": key.step, "scope": key.scope, "occurrence": key.occurrence}
 
 
 class Pass:
@@ -92,7 +111,17 @@ class Pass:
             "bucket": ref.bucket,
         }
         self.cursor = 0
-        self.inflight: dict[str, asyncio.Task[StepRow]] = {}
+        self.inflight: dict[StepKey, asyncio.Task[StepRow]] = {}
+        #: attempts given up by a race or an interrupt, settling in the background
+        self.draining: dict[StepKey, asyncio.Task[StepRow]] = {}
+        #: attempts the pass cancelled on purpose: they record themselves as interrupted
+        self.cancelled: set[StepKey] = set()
+        #: the call each attempt runs, to tell an async (cancellable) one from a sync one
+        self._calls: dict[StepKey, Any] = {}
+        #: the pass has seen the interrupt; attempts settled from now on are after_interrupt
+        self.interrupting = False
+        #: rows this pass changed: a refused suspension with no change since the last is backed off
+        self.writes = 0
         self.driver: Driver | None = None
 
     def now_ms(self) -> int:
@@ -110,13 +139,14 @@ class Pass:
             raise Stale(f"generation {self.generation} of {self.ref} no longer holds")
         return row
 
-    async def _reload(self, step: str) -> None:
+    async def _reload(self, key: StepKey) -> None:
         async with self.runtime.pool.connection() as conn:
             cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(queries.STEP_ROW, {**self.params, "step": step})
-            for r in await cur.fetchall():
-                assert self.driver is not None
-                self.driver.record(_row(r))
+            await cur.execute(queries.STEP_ROW, {**self.params, **_key_params(key)})
+            rows = await cur.fetchall()
+        assert self.driver is not None
+        for r in rows:
+            self.driver.record(_row(r))
 
     # ---- the pass ---------------------------------------------------------------------------
 
@@ -127,10 +157,11 @@ class Pass:
             log.info("pass of %s abandoned: %s", self.eid, exc)
             self.runner.forget(self.ref, self.generation)
         finally:
-            for task in self.inflight.values():
+            tasks = [*self.inflight.values(), *self.draining.values()]
+            for task in tasks:
                 task.cancel()
-            if self.inflight:
-                await asyncio.gather(*self.inflight.values(), return_exceptions=True)
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
             if self.driver is not None:
                 self.driver.close()
 
@@ -147,10 +178,15 @@ class Pass:
             return
         self.runtime.skew_ms = head["now_ms"] - time.time_ns() // 1_000_000
         workflow = self.runner.workflow(self.ref.actor_type, head["workflow"])
-        history: dict[str, list[StepRow]] = {}
-        for r in rows:
-            if r["step"] is not None:
-                history.setdefault(r["step"], []).append(_row(r))
+        try:
+            history: dict[StepKey, list[StepRow]] = {}
+            for r in rows:
+                if r["step"] is not None:
+                    row = _row(r)
+                    history.setdefault(row.key, []).append(row)
+        except CorruptRecord as exc:
+            await self._leave_blocked([f"recorded history does not decode: {exc}"])
+            return
         reasons = await compat.replay_problems(self.runner.app, self.runtime.pool, self.params, head, history)
         if reasons or workflow is None:
             await self._leave_blocked(reasons or [f"workflow {head['workflow']!r} is not declared here"])
@@ -163,7 +199,8 @@ class Pass:
         )
         self.cursor = head["event_cursor"]
         self.principal = principal
-        self.driver = Driver(workflow, ctx, payload, history, interrupted=head["interrupt"])
+        self.interrupting = bool(head["interrupt"])
+        self.driver = Driver(workflow, ctx, payload, history, interrupted=self.interrupting)
         await self._drive(workflow)
 
     async def _leave_blocked(self, reasons: list[str]) -> None:
@@ -172,10 +209,18 @@ class Pass:
         due = datetime.fromtimestamp(self.now_ms() / 1000, tz=UTC) + self.runner.recheck
         await self._one(queries.LEAVE_BLOCKED, {"reason": reason, "due": due})
 
-    async def _drive(self, workflow: Workflow[Any, Any]) -> None:
+    async def _drive(self, workflow: Workflow[Any, Any]) -> None:  # noqa: PLR0912 -- the pass's states, in order
         driver = self.driver
         assert driver is not None
+        backoff = 0.0
+        refused_at = -1
         while True:
+            if self.interrupting and not driver.interrupted:
+                # start nothing new; let what runs settle, then abandon the body
+                if self.inflight:
+                    await self._await_progress(None)
+                    continue
+                driver.interrupt()
             now = self.now_ms()
             try:
                 needs = driver.advance(now)
@@ -183,63 +228,104 @@ class Pass:
                 await self._leave_blocked([f"recorded history does not decode: {exc}"])
                 return
             if driver.final is not None:
+                await self._settle_draining()
                 await self._finish(workflow, driver.final)
                 return
             progressed = False
             parked: list[int] = []
-            wanted: set[str] = set()
+            wanted: set[StepKey] = set()
             for need in needs:
                 result = await self._serve(need, now, wanted)
                 if result is True:
                     progressed = True
                 elif isinstance(result, int):
                     parked.append(result)
-            for step, task in list(self.inflight.items()):
-                if step not in wanted:
-                    task.cancel()  # a race's loser, or an interrupt
-                    del self.inflight[step]
+            for key in [k for k in self.inflight if k not in wanted]:
+                self._give_up(key)  # a race's loser, or a branch an all abandoned
             if progressed:
                 continue
             if self.inflight:
                 await self._await_progress(min(parked) if parked else None)
                 continue
+            await self._settle_draining()
             if await self._suspend(min(parked) if parked else None):
                 return
+            if self.writes == refused_at:
+                # refused again with nothing changed since the last refusal: never spin
+                backoff = min(MAX_BACKOFF, max(0.01, backoff * 2))
+                log.warning(
+                    "suspension of %s refused twice with nothing new; retrying in %.2fs", self.eid, backoff
+                )
+                await self._await_progress(self.now_ms() + int(backoff * 1000))
+            else:
+                backoff = 0.0
+            refused_at = self.writes
 
     async def _serve(  # noqa: PLR0911 -- one return per kind of need reads as the table it is
-        self, need: Need, now: int, wanted: set[str]
+        self, need: Need, now: int, wanted: set[StepKey]
     ) -> bool | int | None:
         """Do what a need asks. True: something was recorded (advance again); an int: parked
         until that time (ms); None: parked with no due time, or running in the background."""
         match need:
-            case RunActivity(call=call):
-                wanted.add(call.step.name)
-                if call.step.name not in self.inflight:
-                    self.inflight[call.step.name] = asyncio.create_task(self._attempt(need))
+            case RunActivity(key=key):
+                wanted.add(key)
+                if key not in self.inflight and key not in self.draining:
+                    self.inflight[key] = asyncio.create_task(self._attempt(need))
                 return None
             case RetryAt(due_ms=due):
                 return due
-            case RegisterClock(effect=effect):
+            case RegisterClock(effect=effect, key=key):
                 after = effect.duration.total_seconds() * 1000
-                await self._fenced(queries.RECORD, _record_params("clock", effect.step.name, after_ms=after))
-                await self._reload(effect.step.name)
+                await self._fenced(queries.RECORD, _record_params("clock", key, after_ms=after))
+                await self._reload(key)
+                self.writes += 1
                 return True
-            case ClockDue(effect=effect, due_ms=due):
+            case ClockDue(key=key, due_ms=due):
                 if due > now:
                     return due
                 row = await self._fenced(
-                    queries.SETTLE_CLOCK, {"step": effect.step.name, "exit": codec.encode({"ok": None})}
+                    queries.SETTLE_CLOCK, {**_key_params(key), "exit": codec.encode({"ok": None})}
                 )
-                await self._reload(effect.step.name)
-                return True if row["settled"] else due + 5
+                await self._reload(key)
+                if row["settled"]:
+                    self.writes += 1
+                    return True
+                return due + 5
             case AwaitEvent():
                 return await self._wait(need)
-            case SettleRace(effect=effect, winner=winner):
+            case SettleRace(key=key, winner=winner):
                 exit_ = codec.encode({"winner": winner})
-                await self._fenced(queries.RECORD, _record_params("race", effect.step.name, exit_=exit_))
-                await self._reload(effect.step.name)
+                await self._fenced(queries.RECORD, _record_params("race", key, exit_=exit_))
+                await self._reload(key)
+                self.writes += 1
                 return True
         raise AssertionError(need)  # pragma: no cover
+
+    def _give_up(self, key: StepKey) -> None:
+        """An attempt nobody awaits any more: an async one is cancelled and records itself as
+        interrupted; a sync one cannot be stopped and settles with its real outcome. Either way
+        it settles in the background (``draining``) and the pass goes on."""
+        task = self.inflight.pop(key)
+        self.draining[key] = task
+        if self._cancellable(key):
+            self.cancelled.add(key)
+            task.cancel()
+
+    def _cancellable(self, key: StepKey) -> bool:
+        fn = getattr(self._calls.get(key), "fn", None)
+        return inspect.iscoroutinefunction(fn)
+
+    async def _settle_draining(self) -> None:
+        """Wait for given-up attempts to record their real outcome before suspending or
+        finishing: nothing is undone, and no execution ends, while an effect is still running."""
+        while self.draining:
+            key, task = next(iter(self.draining.items()))
+            try:
+                row = await task
+            finally:
+                self.draining.pop(key, None)
+            assert self.driver is not None
+            self.driver.record(row)
 
     async def _await_progress(self, due_ms: int | None) -> None:
         timeout = None if due_ms is None else max(0.0, (due_ms - self.now_ms()) / 1000)
@@ -252,34 +338,45 @@ class Pass:
             waker.cancel()
         self.wake.clear()
         assert self.driver is not None
-        for step, task in list(self.inflight.items()):
+        for key, task in list(self.inflight.items()):
             if task.done():
-                del self.inflight[step]
+                del self.inflight[key]
                 self.driver.record(task.result())  # a Stale here ends the pass
         if waker in done:
             await self._check_interrupt()
 
     async def _check_interrupt(self) -> None:
         row = await self._one(queries.POLL)
-        if row is not None and row["interrupt"] and self.driver is not None:
-            self.driver.interrupt()
+        if row is not None and row["interrupt"]:
+            self._learn_interrupt()
+
+    def _learn_interrupt(self) -> None:
+        if self.interrupting:
+            return
+        self.interrupting = True
+        for key in [k for k in self.inflight if self._cancellable(k)]:
+            self.cancelled.add(key)
+            self.inflight[key].cancel()
 
     # ---- activities ---------------------------------------------------------------------------
 
     async def _attempt(self, need: RunActivity) -> StepRow:
-        call, attempt = need.call, need.attempt
+        call, key, attempt = need.call, need.key, need.attempt
+        self._calls[key] = call
         step = call.step
         due = datetime.fromtimestamp(self.now_ms() / 1000, tz=UTC) + self.runner.hook.recovery
-        begun = await self._fenced(queries.BEGIN_ATTEMPT, {"step": step.name, "attempt": attempt, "due": due})
+        begun = await self._fenced(
+            queries.BEGIN_ATTEMPT, {**_key_params(key), "attempt": attempt, "due": due}
+        )
         started_ms = begun["started_ms"]
         if begun["exit"] is not None:  # another runner settled it; take its exit
             return StepRow(
-                step.name, attempt, "activity", codec.decode_primitive(bytes(begun["exit"])), None, started_ms
+                key, attempt, "activity", codec.decode_primitive(bytes(begun["exit"])), None, started_ms
             )
         await faults.hit("workflow.before_activity", self.ref.actor_id, str(self.eid))
         ctx = activity.ActivityContext(
             execution_id=str(self.eid),
-            step=step.name,
+            step=_ordinal_step(key),
             attempt=attempt,
             started_ms=started_ms,
             tenant=self.ref.tenant,
@@ -291,24 +388,37 @@ class Pass:
             value = await self._call(call.fn, call.args, call.kwargs, step.timeout)
             exit_: dict[str, Any] = exits.encode_ok(value, step.success)
         except asyncio.CancelledError:
-            raise
+            if key not in self.cancelled:
+                raise  # the pass itself is ending: the recovery timer reruns this attempt
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+            exit_ = {"interrupt": {}}
         except Exception as exc:
             exit_ = exits.encode_error(exc, step.errors)
             if "defect" in exit_:
-                log.warning("activity %s of %s attempt %d failed: %r", step.name, self.eid, attempt, exc)
+                log.warning("activity %s of %s attempt %d failed: %r", key, self.eid, attempt, exc)
                 # an unknown outcome is never retried: a new attempt's new ids could repeat an
-                # effect the receiver can no longer deduplicate (invariant 8)
-                if attempt < step.retry.times and not isinstance(exc, ActivityOutcomeUnknown):
+                # effect the receiver can no longer deduplicate (invariant 8); nor is anything
+                # retried once the execution is being interrupted
+                if (
+                    attempt < step.retry.times
+                    and not isinstance(exc, ActivityOutcomeUnknown)
+                    and not self.interrupting
+                ):
                     delay = step.retry.backoff.delay(attempt)
                     exit_["retry_at_ms"] = self.now_ms() + int(delay.total_seconds() * 1000)
         finally:
             activity.reset_context(token)
+        if self.interrupting:
+            exit_["after_interrupt"] = True
         await faults.hit("workflow.before_settle", self.ref.actor_id, str(self.eid))
         settled = await self._fenced(
-            queries.SETTLE, {"step": step.name, "attempt": attempt, "exit": codec.encode(exit_)}
+            queries.SETTLE, {**_key_params(key), "attempt": attempt, "exit": codec.encode(exit_)}
         )
+        self.writes += 1
         recorded = codec.decode_primitive(bytes(settled["exit"]))
-        return StepRow(step.name, attempt, "activity", recorded, None, started_ms)
+        return StepRow(key, attempt, "activity", recorded, None, started_ms)
 
     @staticmethod
     async def _call(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], limit: Any) -> Any:
@@ -329,16 +439,17 @@ class Pass:
 
     # ---- waits -------------------------------------------------------------------------------
 
-    async def _wait(self, need: AwaitEvent) -> bool | int | None:
-        effect, row = need.effect, need.row
+    async def _wait(self, need: AwaitEvent) -> bool | int | None:  # noqa: PLR0911 -- one return per scan outcome
+        effect, key, row = need.effect, need.key, need.row
         step = effect.step
         tag = step.event.__name__
         if row is None:
             after = None if effect.timeout is None else effect.timeout.total_seconds() * 1000
             await self._fenced(
-                queries.RECORD, _record_params("wait", step.name, after_ms=after, tag=tag, cursor=self.cursor)
+                queries.RECORD, _record_params("wait", key, after_ms=after, tag=tag, cursor=self.cursor)
             )
-            await self._reload(step.name)
+            await self._reload(key)
+            self.writes += 1
             return True
         scanned = row.scanned if row.scanned is not None else self.cursor
         async with self.runtime.pool.connection() as conn:
@@ -350,75 +461,93 @@ class Pass:
         now = events[0]["now_ms"] if events else self.now_ms()
         last = scanned
         for ev in events:
+            last = ev["sequence"]
             if row.due_ms is not None and ev["created_ms"] > row.due_ms:
-                break  # after the deadline: it cannot win the race with the timeout
+                # stamped after the deadline: it cannot win the race with the timeout. Events
+                # are not in time order when the clock stepped back, so later ones may still
+                # be in time: skip it, never stop the scan here.
+                continue
             try:
                 primitive = codec.decode_primitive(bytes(ev["value"]))
                 value: Any = codec.from_primitive(primitive, step.event)
+            except Exception as exc:
+                message = f"wait {key}: event #{last} does not decode: {exc}"
+                defect = {"type": "CorruptRecord", "message": message}
+                return await self._settle_wait(key, effect, {"defect": defect}, last, timed_out=False)
+            try:
                 matched = effect.where is None or bool(effect.where(value))
             except Exception as exc:
-                return await self._settle_wait(
-                    effect,
-                    {"defect": {"type": type(exc).__qualname__, "message": str(exc)}},
-                    ev["sequence"],
-                    timed_out=False,
-                )
+                where = getattr(effect.where, "__qualname__", repr(effect.where))
+                message = f"the where predicate {where} of wait {key} raised on event #{last}: {exc!r}"
+                defect = {"type": type(exc).__qualname__, "message": message}
+                return await self._settle_wait(key, effect, {"defect": defect}, last, timed_out=False)
             if matched:
-                match = {"ok": {"seq": ev["sequence"], "event": primitive}}
-                return await self._settle_wait(effect, match, ev["sequence"], timed_out=False)
-            last = ev["sequence"]
-        if last != scanned:
-            await self._fenced(queries.MARK_SCANNED, {"step": step.name, "scanned": last})
-            await self._reload(step.name)
+                match = {"ok": {"seq": last, "event": primitive}}
+                return await self._settle_wait(key, effect, match, last, timed_out=False)
         if len(events) == SCAN_BATCH:
+            await self._mark_scanned(key, last)
             return True
         if row.due_ms is not None and now >= row.due_ms:
-            return await self._settle_wait(effect, {"ok": None}, last, timed_out=True)
+            return await self._settle_wait(key, effect, {"ok": None}, last, timed_out=True)
+        if last != scanned:
+            await self._mark_scanned(key, last)
         return row.due_ms
 
-    async def _settle_wait(self, effect: Wait, exit_: dict[str, Any], seq: int, *, timed_out: bool) -> bool:
+    async def _mark_scanned(self, key: StepKey, scanned: int) -> None:
+        await self._fenced(queries.MARK_SCANNED, {**_key_params(key), "scanned": scanned})
+        await self._reload(key)
+        self.writes += 1
+
+    async def _settle_wait(
+        self, key: StepKey, effect: Wait, exit_: dict[str, Any], seq: int, *, timed_out: bool
+    ) -> bool | int | None:
+        """Settle a wait; True when a row changed (advance again). A refused timeout (an event
+        stamped in time arrived past the scanned mark) has still advanced the scanned mark, so
+        the next scan starts beyond what this one read."""
         result = await self._fenced(
             queries.SETTLE_WAIT,
             {
-                "step": effect.step.name,
+                **_key_params(key),
                 "tag": effect.step.event.__name__,
                 "exit": codec.encode(exit_),
                 "scanned": seq,
-                "cursor": seq,
                 "timeout": timed_out,
             },
         )
-        if result["settled"] and not timed_out and "ok" in exit_:
-            self.cursor = max(self.cursor, seq)
-        await self._reload(effect.step.name)
-        return True
+        await self._reload(key)
+        if result["settled"]:
+            self.writes += 1
+            if not timed_out and "ok" in exit_:
+                self.cursor = max(self.cursor, seq)
+            return True
+        if timed_out:
+            self.writes += 1  # the scanned mark moved; there are new events to read
+            return True
+        return None
 
     # ---- suspend and finish -----------------------------------------------------------------
 
     async def _suspend(self, due_ms: int | None) -> bool:
         """Suspend under the fence; False when the pass must go on (interrupt, new events)."""
-        async with self.runtime.pool.connection() as conn:
-            cur = conn.cursor(row_factory=dict_row)
-            async with conn.transaction():
-                await cur.execute(queries.SUSPEND_CHECK, self.params)
-                check = await cur.fetchone()
-                if check is None or not check["fenced"]:
-                    raise Stale(f"generation {self.generation} of {self.ref} no longer holds")
-                if check["interrupt"] and self.driver is not None and not self.driver.interrupted:
-                    self.driver.interrupt()
-                    return False
-                if check["unscanned"]:
-                    return False
-                await faults.hit("workflow.before_suspend", self.ref.actor_id, str(self.eid))
-                if due_ms is None:
-                    await cur.execute(queries.SUSPEND_IDLE, self.params)
-                else:
-                    due = datetime.fromtimestamp(due_ms / 1000, tz=UTC)
-                    await cur.execute(queries.SUSPEND, {**self.params, "due": due})
-                    if due_ms <= self.now_ms() + NOTIFY_WITHIN_MS:
-                        # a timer due soon must not wait for the relay's next poll: wake it to
-                        # rescan and learn the new next-due time
-                        await cur.execute("SELECT pg_notify('akter_outbox', %s)", (str(self.ref.bucket),))
+        assert self.driver is not None
+        await faults.hit("workflow.before_suspend", self.ref.actor_id, str(self.eid))
+        due = None if due_ms is None else datetime.fromtimestamp(due_ms / 1000, tz=UTC)
+        check = await self._fenced(
+            queries.SUSPEND,
+            {
+                "due": due,
+                "abandon": sorted(self.driver.abandoned),
+                "knows_interrupt": self.interrupting,
+                "abandoned": ABANDONED_EXIT,
+                "notify_within": timedelta(milliseconds=NOTIFY_WITHIN_MS),
+            },
+        )
+        if check["interrupt"]:
+            self._learn_interrupt()
+            self.writes += 1
+            return False
+        if check["unscanned"]:
+            return False
         log.debug("execution %s suspended until %s", self.eid, due_ms)
         return True
 
@@ -430,7 +559,11 @@ class Pass:
         else:
             exit_ = exits.encode_error(final.error, workflow.errors)
             outcome = "failed" if "error" in exit_ else "defect"
-            if outcome == "defect":
+            if isinstance(final.error, CompensationFailed):
+                outcome = "compensation_failed"
+                for failure in final.error.failures:
+                    log.error("execution %s: %s", self.eid, failure)
+            elif outcome == "defect":
                 log.warning("execution %s ended with a defect: %r", self.eid, final.error)
         row = await self._fenced(
             queries.FINISH,
@@ -444,9 +577,17 @@ class Pass:
         log.info("execution %s %s", self.eid, outcome if row["finished"] else "was already finished")
 
 
+def _ordinal_step(key: StepKey) -> str:
+    """The step as derived command ids name it: the bare name for the body's first occurrence
+    (ids derived before occurrences existed stay the same), else name#occurrence@scope."""
+    if key.scope == "" and key.occurrence == 1:
+        return key.step
+    return f"{key.step}#{key.occurrence}@{key.scope}"
+
+
 def _record_params(
     kind: str,
-    step: str,
+    key: StepKey,
     *,
     exit_: bytes | None = None,
     after_ms: float | None = None,
@@ -455,7 +596,7 @@ def _record_params(
 ) -> dict[str, Any]:
     return {
         "kind": kind,
-        "step": step,
+        **_key_params(key),
         "exit": exit_,
         "after_ms": after_ms,
         "wait_tag": tag,

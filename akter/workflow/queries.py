@@ -21,6 +21,9 @@ OWNER = (
     "routing_key = %(rk)s AND tenant = %(tenant)s AND actor_type = %(actor_type)s AND actor_id = %(actor_id)s"
 )
 
+# One occurrence of a step (its attempts, for an activity).
+_OCCURRENCE = "s.step = %(step)s AND s.scope = %(scope)s AND s.occurrence = %(occurrence)s"
+
 # The fence: the owner row, locked, only while our generation holds.
 _FENCE = f"""fence AS (
     SELECT generation FROM actor_generations
@@ -123,12 +126,13 @@ x AS (
 LOAD: LiteralString = """
 SELECT e.workflow, e.key, e.manifest_hash, e.payload, e.principal, e.versions, e.event_cursor,
        e.status, e.interrupt, (extract(epoch FROM akter_now()) * 1000)::bigint AS now_ms,
-       s.step, s.attempt, s.kind, s.exit, (extract(epoch FROM s.due_at) * 1000)::bigint AS due_ms,
+       s.step, s.scope, s.occurrence, s.attempt, s.kind, s.exit,
+       (extract(epoch FROM s.due_at) * 1000)::bigint AS due_ms,
        (extract(epoch FROM s.started_at) * 1000)::bigint AS started_ms, s.wait_cursor, s.scanned
   FROM actor_workflow_executions e
   LEFT JOIN actor_workflow_step s ON s.routing_key = e.routing_key AND s.execution_id = e.execution_id
  WHERE e.routing_key = %(rk)s AND e.execution_id = %(eid)s
- ORDER BY s.step, s.attempt"""
+ ORDER BY s.step, s.scope, s.occurrence, s.attempt"""
 
 ACTIVATE: LiteralString = (
     "UPDATE actor_generations SET generation = generation + 1 WHERE " + OWNER + " RETURNING generation"
@@ -141,9 +145,12 @@ BEGIN_ATTEMPT: LiteralString = (
     + _FENCE
     + """,
 st AS (
-    INSERT INTO actor_workflow_step (routing_key, execution_id, step, attempt, kind, started_at)
-    SELECT %(rk)s, %(eid)s, %(step)s, %(attempt)s, 'activity', akter_now() FROM fence
-    ON CONFLICT (routing_key, execution_id, step, attempt) DO UPDATE SET kind = excluded.kind
+    INSERT INTO actor_workflow_step (routing_key, execution_id, step, scope, occurrence, attempt, kind,
+                                     started_at)
+    SELECT %(rk)s, %(eid)s, %(step)s, %(scope)s, %(occurrence)s, %(attempt)s, 'activity', akter_now()
+      FROM fence
+    ON CONFLICT (routing_key, execution_id, step, scope, occurrence, attempt)
+    DO UPDATE SET kind = excluded.kind
     RETURNING (extract(epoch FROM started_at) * 1000)::bigint AS started_ms, exit),
 x AS (SELECT routing_key, execution_id, tenant, actor_type, actor_id, principal
         FROM actor_workflow_executions, fence
@@ -157,23 +164,12 @@ SELECT (SELECT count(*) FROM fence) AS fenced, st.started_ms, st.exit
   FROM (SELECT 1) one LEFT JOIN st ON true"""
 )
 
-# Settle a step exactly once; the loser of a settle race reads the winner's exit.
-SETTLE: LiteralString = (
-    "WITH "
-    + _FENCE
-    + """,
-up AS (
-    UPDATE actor_workflow_step s SET exit = %(exit)s, settled_at = akter_now()
-      FROM fence
-     WHERE s.routing_key = %(rk)s AND s.execution_id = %(eid)s AND s.step = %(step)s
-       AND s.attempt = %(attempt)s AND s.exit IS NULL
-    RETURNING s.exit)
-SELECT (SELECT count(*) FROM fence) AS fenced,
-       coalesce((SELECT exit FROM up),
-                (SELECT exit FROM actor_workflow_step
-                  WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND step = %(step)s
-                    AND attempt = %(attempt)s)) AS exit"""
-)
+# Settle an activity attempt exactly once; the loser of a settle race reads the winner's exit
+# (a lock-first function: sql/005).
+SETTLE: LiteralString = """
+SELECT fenced, exit
+  FROM akter_wf_settle(%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(generation)s, %(eid)s,
+                       %(step)s, %(scope)s, %(occurrence)s, %(attempt)s, %(exit)s)"""
 
 # A step recorded settled at once (a race's winner, a version marker) or pending with a due
 # time recorded once (a clock, a wait's deadline). DO NOTHING keeps the first record.
@@ -182,23 +178,28 @@ RECORD: LiteralString = (
     + _FENCE
     + """,
 ins AS (
-    INSERT INTO actor_workflow_step (routing_key, execution_id, step, attempt, kind, exit, due_at,
-                                     wait_tag, wait_cursor, scanned, started_at, settled_at)
-    SELECT %(rk)s, %(eid)s, %(step)s, 1, %(kind)s, %(exit)s,
+    INSERT INTO actor_workflow_step (routing_key, execution_id, step, scope, occurrence, attempt, kind,
+                                     exit, due_at, wait_tag, wait_cursor, scanned, started_at, settled_at)
+    SELECT %(rk)s, %(eid)s, %(step)s, %(scope)s, %(occurrence)s, 1, %(kind)s, %(exit)s,
            akter_now() + %(after_ms)s * interval '1 millisecond',
            %(wait_tag)s, %(cursor)s, %(cursor)s, akter_now(),
            CASE WHEN %(exit)s::bytea IS NULL THEN NULL ELSE akter_now() END
       FROM fence
-    ON CONFLICT (routing_key, execution_id, step, attempt) DO NOTHING)
+    ON CONFLICT (routing_key, execution_id, step, scope, occurrence, attempt) DO NOTHING)
 SELECT (SELECT count(*) FROM fence) AS fenced"""
 )
 
-STEP_ROW: LiteralString = """
-SELECT step, attempt, kind, exit, (extract(epoch FROM due_at) * 1000)::bigint AS due_ms,
-       (extract(epoch FROM started_at) * 1000)::bigint AS started_ms, wait_cursor, scanned
-  FROM actor_workflow_step
- WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND step = %(step)s
- ORDER BY attempt"""
+STEP_ROW: LiteralString = (
+    """
+SELECT s.step, s.scope, s.occurrence, s.attempt, s.kind, s.exit,
+       (extract(epoch FROM s.due_at) * 1000)::bigint AS due_ms,
+       (extract(epoch FROM s.started_at) * 1000)::bigint AS started_ms, s.wait_cursor, s.scanned
+  FROM actor_workflow_step s
+ WHERE s.routing_key = %(rk)s AND s.execution_id = %(eid)s AND """
+    + _OCCURRENCE
+    + """
+ ORDER BY s.attempt"""
+)
 
 # A clock settles only once the database clock has passed its recorded due time.
 SETTLE_CLOCK: LiteralString = (
@@ -208,7 +209,9 @@ SETTLE_CLOCK: LiteralString = (
 up AS (
     UPDATE actor_workflow_step s SET exit = %(exit)s, settled_at = akter_now()
       FROM fence
-     WHERE s.routing_key = %(rk)s AND s.execution_id = %(eid)s AND s.step = %(step)s
+     WHERE s.routing_key = %(rk)s AND s.execution_id = %(eid)s AND """
+    + _OCCURRENCE
+    + """
        AND s.attempt = 1 AND s.exit IS NULL AND s.due_at <= akter_now()
     RETURNING 1)
 SELECT (SELECT count(*) FROM fence) AS fenced, (SELECT count(*) FROM up) AS settled"""
@@ -226,33 +229,14 @@ SELECT sequence, value, (extract(epoch FROM created_at) * 1000)::bigint AS creat
  LIMIT %(limit)s"""
 
 # A wait settles with a match (advancing the execution's cursor) or with its timeout — the
-# latter only if no event of its tag beyond the scanned mark exists, checked under the fence's
-# row lock, so no emitting turn can commit in between.
-SETTLE_WAIT: LiteralString = (
-    "WITH "
-    + _FENCE
-    + """,
-unscanned AS (
-    SELECT 1 FROM actor_events ev, fence
-     WHERE ev.routing_key = %(rk)s AND ev.tenant = %(tenant)s AND ev.actor_type = %(actor_type)s
-       AND ev.actor_id = %(actor_id)s AND ev.tag = %(tag)s AND ev.sequence > %(scanned)s
-       AND ev.created_at <= (SELECT due_at FROM actor_workflow_step
-                              WHERE routing_key = %(rk)s AND execution_id = %(eid)s
-                                AND step = %(step)s AND attempt = 1)
-       AND %(timeout)s
-     LIMIT 1),
-up AS (
-    UPDATE actor_workflow_step s SET exit = %(exit)s, settled_at = akter_now(), scanned = %(scanned)s
-      FROM fence
-     WHERE s.routing_key = %(rk)s AND s.execution_id = %(eid)s AND s.step = %(step)s
-       AND s.attempt = 1 AND s.exit IS NULL AND NOT EXISTS (SELECT 1 FROM unscanned)
-    RETURNING 1),
-cur AS (
-    UPDATE actor_workflow_executions x SET event_cursor = greatest(x.event_cursor, %(cursor)s)
-      FROM up
-     WHERE x.routing_key = %(rk)s AND x.execution_id = %(eid)s AND NOT %(timeout)s)
-SELECT (SELECT count(*) FROM fence) AS fenced, (SELECT count(*) FROM up) AS settled"""
-)
+# latter only if no event of its tag stamped by the deadline lies beyond the scanned mark,
+# decided after the fence's row lock is held, so no emitting turn can commit in between
+# (a lock-first function: sql/005).
+SETTLE_WAIT: LiteralString = """
+SELECT fenced, settled
+  FROM akter_wf_settle_wait(%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(generation)s, %(eid)s,
+                            %(step)s, %(scope)s, %(occurrence)s, %(tag)s, %(exit)s, %(scanned)s,
+                            %(timeout)s)"""
 
 MARK_SCANNED: LiteralString = (
     "WITH "
@@ -260,45 +244,21 @@ MARK_SCANNED: LiteralString = (
     + """
 UPDATE actor_workflow_step s SET scanned = greatest(s.scanned, %(scanned)s)
   FROM fence
- WHERE s.routing_key = %(rk)s AND s.execution_id = %(eid)s AND s.step = %(step)s AND s.attempt = 1
+ WHERE s.routing_key = %(rk)s AND s.execution_id = %(eid)s AND """
+    + _OCCURRENCE
+    + """ AND s.attempt = 1
 RETURNING 1 AS fenced"""
 )
 
-# Suspension, under the fence: refused (nothing written) when an interrupt is pending or an
-# event a pending wait has not scanned exists — the pass goes on instead. Otherwise the
+# Suspension (a lock-first function: sql/005): abandoned branches' pending waits and clocks are
+# settled; refused (nothing else written) when an interrupt the pass does not know of is pending
+# or a live wait has an event it has not scanned — the pass goes on instead. Otherwise the
 # execution is suspended and its timer armed at %(due)s, or deleted when nothing is due.
-SUSPEND_CHECK: LiteralString = (
-    "WITH "
-    + _FENCE
-    + """
-SELECT (SELECT count(*) FROM fence) AS fenced,
-       (SELECT interrupt FROM actor_workflow_executions
-         WHERE routing_key = %(rk)s AND execution_id = %(eid)s) AS interrupt,
-       EXISTS (
-         SELECT 1 FROM actor_workflow_step s
-           JOIN actor_events ev
-             ON ev.routing_key = s.routing_key AND ev.tenant = %(tenant)s
-            AND ev.actor_type = %(actor_type)s AND ev.actor_id = %(actor_id)s
-            AND ev.tag = s.wait_tag AND ev.sequence > s.scanned
-          WHERE s.routing_key = %(rk)s AND s.execution_id = %(eid)s AND s.kind = 'wait'
-            AND s.exit IS NULL) AS unscanned"""
-)
-
 SUSPEND: LiteralString = """
-WITH x AS (
-    UPDATE actor_workflow_executions SET status = 'suspended', updated_at = akter_now(), blocked_reason = NULL
-     WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND status <> 'finished'
-    RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal)
-""" + _arm_from("x")
-
-SUSPEND_IDLE: LiteralString = """
-WITH x AS (
-    UPDATE actor_workflow_executions SET status = 'suspended', updated_at = akter_now(), blocked_reason = NULL
-     WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND status <> 'finished'
-    RETURNING 1)
-DELETE FROM actor_outbox
- WHERE routing_key = %(rk)s AND tenant = %(tenant)s AND actor_type = %(actor_type)s
-   AND actor_id = %(actor_id)s AND timer_key = 'wf:' || %(eid)s"""
+SELECT fenced, interrupt, unscanned
+  FROM akter_wf_suspend(%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(generation)s, %(eid)s,
+                        %(bucket)s::smallint, %(due)s, %(abandon)s::text[], %(knows_interrupt)s,
+                        %(abandoned)s, %(notify_within)s)"""
 
 LEAVE_BLOCKED: LiteralString = (
     "WITH "
@@ -314,37 +274,12 @@ x AS (
     + _arm_from("x")
 )
 
-# Finishing: the first terminal write wins (status <> 'finished'); pending steps (a race's
-# losers, an interrupted attempt) are settled as interrupted; the timer is deleted; waiting
-# clients are notified.
-FINISH: LiteralString = (
-    "WITH "
-    + _FENCE
-    + """,
-done AS (
-    UPDATE actor_workflow_executions e
-       SET status = 'finished', outcome = %(outcome)s, result = %(result)s,
-           finished_at = akter_now(), updated_at = akter_now(), blocked_reason = NULL
-      FROM fence
-     WHERE e.routing_key = %(rk)s AND e.execution_id = %(eid)s AND e.status <> 'finished'
-    RETURNING 1),
-pending AS (
-    UPDATE actor_workflow_step s SET exit = %(interrupt_exit)s, settled_at = akter_now()
-      FROM done
-     WHERE s.routing_key = %(rk)s AND s.execution_id = %(eid)s AND s.exit IS NULL
-    RETURNING 1),
-timer AS (
-    DELETE FROM actor_outbox o USING done
-     WHERE o.routing_key = %(rk)s AND o.tenant = %(tenant)s AND o.actor_type = %(actor_type)s
-       AND o.actor_id = %(actor_id)s AND o.timer_key = 'wf:' || %(eid)s
-    RETURNING 1),
-steps AS (
-    DELETE FROM actor_workflow_step s USING done
-     WHERE %(drop_steps)s AND s.routing_key = %(rk)s AND s.execution_id = %(eid)s
-    RETURNING 1)
-SELECT (SELECT count(*) FROM fence) AS fenced, (SELECT count(*) FROM done) AS finished,
-       pg_notify('akter_finished', %(eid)s)"""
-)
+# Finishing (a lock-first function: sql/005): the first terminal write wins; steps still pending
+# are settled with %(pending_exit)s; the timer is deleted; waiting clients are notified.
+FINISH: LiteralString = """
+SELECT fenced, finished
+  FROM akter_wf_finish(%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(generation)s, %(eid)s,
+                       %(outcome)s, %(result)s, %(interrupt_exit)s, %(drop_steps)s)"""
 
 POLL: LiteralString = """
 SELECT status, outcome, result, interrupt, blocked_reason
