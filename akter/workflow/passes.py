@@ -191,8 +191,13 @@ class Pass:
         if reasons or workflow is None:
             await self._leave_blocked(reasons or [f"workflow {head['workflow']!r} is not declared here"])
             return
-        payload: Any = codec.decode(bytes(head["payload"]), workflow.input)
-        principal = decode_caller(bytes(head["principal"])).on_behalf_of
+        try:
+            payload: Any = codec.decode(bytes(head["payload"]), workflow.input)
+            principal = decode_caller(bytes(head["principal"])).on_behalf_of
+        except CorruptRecord as exc:
+            # parked with a visible reason, never retried in a loop (invariant 13)
+            await self._leave_blocked([f"the execution's stored input does not decode: {exc}"])
+            return
         versions = head["versions"] if isinstance(head["versions"], dict) else json.loads(head["versions"])
         ctx = WorkflowContext(
             execution_id=str(self.eid), key=head["key"], ref=self.ref, principal=principal, versions=versions

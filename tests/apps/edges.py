@@ -54,12 +54,30 @@ class Refused(Exception):
     reason: str
 
 
+@attrs.frozen
+class Effects:
+    texts: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class Effect:
+    text: str
+
+
 Edges = akter.Actor("Edges", state=Book, events=[Note])
+Ledger = akter.Actor("EdgeLedger", state=Effects)
 
 
 @Edges.command
 def note(turn: akter.Turn[Book], cmd: Send) -> None:
     turn.emit(Note(name=cmd.name, value=cmd.value))
+
+
+@Ledger.command
+def record(turn: akter.Turn[Effects], cmd: Effect) -> int:
+    """Records one effect per command id: a rerun attempt with the same derived id replays it."""
+    turn.state = Effects(texts=(*turn.state.texts, cmd.text))
+    return len(turn.state.texts)
 
 
 #: process-local counters and gates
@@ -239,8 +257,31 @@ async def undo(wf: akter.WorkflowContext, job: Job) -> Done:
     raise Refused("the forward work was refused")
 
 
-app = akter.App([Edges])
+# ---- the model workflow of the state-machine test ---------------------------------------------
+
+Model = Edges.workflow("Model", input=Job, output=Done)
+effect = Model.activity("effect", success=int, retry=akter.Retry(times=3))
+heard = Model.wait("heard", Note)
+rest = Model.sleep("rest")
+
+
+async def ledger_effect(text: str) -> int:
+    """One real effect, recorded by the ledger under the attempt's derived command id."""
+    ledger = akter.activity_context().client.actor(Ledger, "ledger")
+    return int((await ledger.send(record, Effect(text))).unwrap())
+
+
+@Model.body
+async def model(wf: akter.WorkflowContext, job: Job) -> Done:
+    await effect(ledger_effect, f"{job.name}-1")
+    got = await heard(where=lambda n: n.name == job.name, timeout=timedelta(seconds=job.timeout))
+    await rest(timedelta(seconds=job.seconds))
+    await effect(ledger_effect, f"{job.name}-2")
+    return Done("heard" if isinstance(got, Some) else "timeout")
+
+
+app = akter.App([Edges, Ledger])
 
 
 def make_app(database_url: str) -> akter.App:
-    return akter.App([Edges], database_url=database_url)
+    return akter.App([Edges, Ledger], database_url=database_url)

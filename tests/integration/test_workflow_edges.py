@@ -296,3 +296,33 @@ async def test_a_failing_undo_is_reported_with_the_original_error(env: Any, name
     # the other undo still ran, once
     assert edges.CALLS[f"{name}-undo-1"] == 1
     assert (await run.poll()).outcome == "compensation_failed"
+
+
+# ---- stored values that do not decode park the execution with a reason ---------------------
+
+
+@pytest.mark.parametrize(
+    "corrupt",
+    [
+        "UPDATE actor_workflow_executions SET payload = '\\x00'::bytea || convert_to('[1,2]', 'UTF8')",
+        "UPDATE actor_workflow_step SET exit = '\\x00'::bytea || convert_to('{\"ok\":', 'UTF8')"
+        " WHERE step = 'echo'",
+        "UPDATE actor_workflow_step SET exit = '\\x07'::bytea || convert_to('garbage', 'UTF8') WHERE step = 'echo'",
+    ],
+)
+async def test_a_stored_value_that_does_not_decode_parks_the_execution_with_a_reason(
+    env: Any, peek: Peek, clock: testing.Clock, corrupt: str
+) -> None:
+    app, relay, client = env
+    run = await client.actor(Edges, "corrupt", tenant="acme").start(Loop, Job("c", count=2, seconds=60))
+    await quiet(app, relay)
+    await peek.rows(corrupt + " RETURNING 1")  # type: ignore[arg-type]
+    await clock.advance(timedelta(seconds=61))
+    status = await until(run.poll, lambda s: s.blocked_reason is not None)
+    assert status.status == "suspended"
+    assert "does not decode" in status.blocked_reason
+    await quiet(app, relay, within=30)  # parked, not crash-looping
+    timer = await peek.value(
+        "SELECT extract(epoch FROM due_at - akter_now()) FROM actor_outbox WHERE timer_key LIKE 'wf:%%'"
+    )
+    assert timer > 30, "offered again later, for a runner that can read it"
