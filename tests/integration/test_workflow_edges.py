@@ -307,7 +307,8 @@ async def test_a_failing_undo_is_reported_with_the_original_error(env: Any, name
         "UPDATE actor_workflow_executions SET payload = '\\x00'::bytea || convert_to('[1,2]', 'UTF8')",
         "UPDATE actor_workflow_step SET exit = '\\x00'::bytea || convert_to('{\"ok\":', 'UTF8')"
         " WHERE step = 'echo'",
-        "UPDATE actor_workflow_step SET exit = '\\x07'::bytea || convert_to('garbage', 'UTF8') WHERE step = 'echo'",
+        "UPDATE actor_workflow_step SET exit = '\\x07'::bytea || convert_to('garbage', 'UTF8')"
+        " WHERE step = 'echo'",
     ],
 )
 async def test_a_stored_value_that_does_not_decode_parks_the_execution_with_a_reason(
