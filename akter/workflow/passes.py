@@ -275,6 +275,7 @@ class Pass:
             case RunActivity(key=key):
                 wanted.add(key)
                 if key not in self.inflight and key not in self.draining:
+                    self._calls[key] = need.call
                     self.inflight[key] = asyncio.create_task(self._attempt(need))
                 return None
             case RetryAt(due_ms=due):
@@ -325,12 +326,9 @@ class Pass:
         finishing: nothing is undone, and no execution ends, while an effect is still running."""
         while self.draining:
             key, task = next(iter(self.draining.items()))
-            try:
-                row = await task
-            finally:
-                self.draining.pop(key, None)
-            assert self.driver is not None
-            self.driver.record(row)
+            await asyncio.wait([task])
+            del self.draining[key]
+            self._take(task)
 
     async def _await_progress(self, due_ms: int | None) -> None:
         timeout = None if due_ms is None else max(0.0, (due_ms - self.now_ms()) / 1000)
@@ -346,9 +344,18 @@ class Pass:
         for key, task in list(self.inflight.items()):
             if task.done():
                 del self.inflight[key]
-                self.driver.record(task.result())  # a Stale here ends the pass
+                self._take(task)
         if waker in done:
             await self._check_interrupt()
+
+    def _take(self, task: asyncio.Task[StepRow]) -> None:
+        """Record what a finished attempt task settled. One cancelled before it wrote its
+        outcome (it never started, or was still writing its pending row) recorded nothing: the
+        driver asks for it again, or the finish settles its pending row as interrupted."""
+        if task.cancelled():
+            return
+        assert self.driver is not None
+        self.driver.record(task.result())  # a Stale raised by the attempt ends the pass here
 
     async def _check_interrupt(self) -> None:
         row = await self._one(queries.POLL)
@@ -367,7 +374,6 @@ class Pass:
 
     async def _attempt(self, need: RunActivity) -> StepRow:
         call, key, attempt = need.call, need.key, need.attempt
-        self._calls[key] = call
         step = call.step
         due = datetime.fromtimestamp(self.now_ms() / 1000, tz=UTC) + self.runner.hook.recovery
         begun = await self._fenced(
