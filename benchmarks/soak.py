@@ -140,6 +140,7 @@ class Slot:
     generation: int = 0
     killed: bool = False
     self_exit_restarts: int = 0
+    plant: int = -1
 
     def start(self) -> int:
         """A new ``akter relay`` process in this slot (one at a time: a live one is killed first)."""
@@ -152,6 +153,7 @@ class Slot:
             **RELAY_ENV,
             "AKTER_DATABASE_URL": self.url,
             "PYTHONPATH": f"{HERE}{os.pathsep}{ROOT}",
+            "AKTER_SOAK_PLANT_DUPLICATE": str(self.plant),
         }
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
@@ -507,11 +509,21 @@ async def account(soak: Soak) -> dict[str, Any]:
         for ledger in list(duplicated)[:MAX_DETAILED]
     ]
     finished_at = [e["finished_at"] for e in execs if e["finished_at"] is not None]
+    # start to finish, in seconds: the planned sleep and Go delay are at most a few seconds, so the
+    # tail shows how long faults held executions up
+    took = sorted((e["finished_at"] - e["started_at"]).total_seconds() for e in execs if e["finished_at"])
     last_finish = max(finished_at).timestamp() if finished_at and not unfinished else None
     return {
         "last_finish_after_last_fault_s": (
             None if last_finish is None else round(last_finish - soak.last_recovery_wall, 2)
         ),
+        "execution_seconds": {
+            "p50": round(pct(took, 50), 2),
+            "p90": round(pct(took, 90), 2),
+            "p99": round(pct(took, 99), 2),
+            "max": round(took[-1], 2) if took else None,
+            "over_20s": sum(1 for t in took if t > 20),
+        },
         "executions_started": len(execs),
         "starts_acknowledged": len(soak.acked_starts),
         "acknowledged_but_not_stored": never_started,
@@ -551,6 +563,10 @@ async def account(soak: Soak) -> dict[str, Any]:
     }
 
 
+def pct(ordered: list[float], p: float) -> float:
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] if ordered else float("nan")
+
+
 def gist(message: str) -> str:
     """A log message without its variable parts (ids, fields, addresses), so alike lines group:
     the words up to the first ``key=value``, ``<object>`` or ``reason:``."""
@@ -570,16 +586,25 @@ def log_levels(log_dir: Path, pattern: str) -> dict[str, Any]:
     levels: collections.Counter[str] = collections.Counter()
     messages: collections.Counter[str] = collections.Counter()
     tracebacks = 0
+    elsewhere = 0
     for log in sorted(log_dir.glob(pattern)):
         for line in log.read_text(errors="replace").splitlines():
             parts = line.split(" ", 3)
             if line.startswith("Traceback"):
                 tracebacks += 1
+            # such an execution waits for its recovery timer: the relay lost its bucket meanwhile
+            if "resumed in a process whose runner does not own" in line:
+                elsewhere += 1
             if len(parts) >= 4 and parts[2].isupper() and parts[2].isalpha():
                 levels[parts[2]] += 1
                 if parts[2] in ("WARNING", "ERROR", "CRITICAL"):
                     messages[f"{parts[2]} {gist(parts[3])}"] += 1
-    return {"levels": dict(levels), "tracebacks": tracebacks, "top_warnings": messages.most_common(12)}
+    return {
+        "levels": dict(levels),
+        "tracebacks": tracebacks,
+        "resumed_elsewhere": elsewhere,
+        "top_warnings": messages.most_common(12),
+    }
 
 
 def git(*args: str) -> str:
@@ -610,7 +635,9 @@ async def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         # migrate once, here, before the relays race each other to it
         async with akter.App([soak_app.Shop, soak_app.Ledger], database_url=url).client():
             pass
-        soak.slots = [Slot(index=i, log_dir=log_dir, url=url) for i in range(args.relays)]
+        soak.slots = [
+            Slot(index=i, log_dir=log_dir, url=url, plant=args.plant_duplicate) for i in range(args.relays)
+        ]
         for slot in soak.slots:
             slot.start()
         soak.t0 = time.monotonic()
@@ -725,6 +752,11 @@ def table(result: dict[str, Any]) -> str:
         ),
         ("outbox rows left (with error)", f"{f['outbox_left']} ({f['outbox_rows_with_error']})"),
         ("driver retries", f["driver_retries"] or 0),
+        (
+            "execution start to finish p50/p99/max",
+            "{p50:.1f} / {p99:.1f} / {max:.1f} s ({over_20s} over 20 s)".format(**f["execution_seconds"]),
+        ),
+        ("resumes in a process not owning the actor", result["relay_logs"]["resumed_elsewhere"]),
     ]
     width = max(len(k) for k, _ in lines)
     head = (
@@ -760,6 +792,13 @@ def main() -> None:
     parser.add_argument("--wait-timeout", type=int, default=900, help="seconds before a wait gives up (NoGo)")
     parser.add_argument("--drain-seconds", type=float, default=150.0)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--plant-duplicate",
+        type=int,
+        default=-1,
+        metavar="JOB",
+        help="self-check: job JOB books its ship effect twice, which the soak must report",
+    )
     parser.add_argument("--keep-logs", action="store_true", help="copy the relay logs out before cleanup")
     parser.add_argument("--out", default=str(HERE / "results" / "soak.json"))
     args = parser.parse_args()

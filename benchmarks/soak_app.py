@@ -15,6 +15,7 @@ retry path runs under chaos too without making a second effect.
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 import attrs
@@ -27,6 +28,9 @@ EFFECTS = ("reserve", "charge", "ship")
 #: jobs whose ``charge`` fails once before its effect (every FLAKY-th job)
 FLAKY = 7
 TENANT = "soak"
+#: a job whose ``ship`` books its effect twice (a second command, so a second id): the soak's
+#: self-check that a duplicate is seen (``--plant-duplicate``); -1, the default, plants none
+PLANTED = int(os.environ.get("AKTER_SOAK_PLANT_DUPLICATE", "-1"))
 
 
 @attrs.frozen
@@ -108,6 +112,8 @@ async def effect(n: int, name: str) -> int:
         raise RuntimeError(f"job {n}: charge fails on its first attempt (before its effect)")
     ledger = ctx.client.actor(Ledger, ledger_id(n, name))
     outcome = await ledger.send(book, Book(job=n, effect=name, attempt=ctx.attempt))
+    if n == PLANTED and name == "ship":
+        outcome = await ledger.send(book, Book(job=n, effect=name, attempt=ctx.attempt))
     return int(outcome.unwrap())
 
 
