@@ -6,6 +6,8 @@ Inside the turn's transaction, under the owner's row lock:
   timers due now, with a ``NOTIFY`` so the owning relay begins at once;
 * a resume marks its execution running and turns its timer into a recovery timer — or, when no
   runner of this process owns the actor, makes it due now (below);
+* an interrupt checks its execution id, flags the execution with who asked and makes its timer
+  due now, with a ``NOTIFY``;
 * emitted events make the timers of pending matching waits due now (invariant 6).
 
 After commit, a resume hands its execution to the runner of this process that owns the actor.
@@ -40,10 +42,11 @@ from akter import codec
 from akter.actor.kernel import Committed
 from akter.actor.turn import Turn
 from akter.callers import System
+from akter.errors import InvalidExecutionId
 from akter.ids import ActorRef
 from akter.outbox.intents import encode_caller
 from akter.workflow import manifest, queries
-from akter.workflow.commands import LAYER, ResumeMark, StartMark
+from akter.workflow.commands import LAYER, InterruptMark, ResumeMark, StartMark, interrupter_key, parse_for
 from akter.workflow.declare import WaitStep, Workflow
 
 if TYPE_CHECKING:
@@ -99,6 +102,8 @@ class WorkflowHook:
                     due = datetime.fromtimestamp(record.now_ms / 1000, tz=UTC) + self.recovery
                     record.on_commit(functools.partial(runner.schedule, ref, item.execution_id))
                 await conn.execute(queries.RESUME_TURN, {**base, "eid": str(item.execution_id), "due": due})
+            elif isinstance(item, InterruptMark):
+                notify = await self._interrupt(conn, turn, base, item) or notify
         if record.events:
             tags = sorted({tag for _, tag, _ in record.events} & self.tags.get(ref.actor_type, frozenset()))
             if tags:
@@ -120,6 +125,21 @@ class WorkflowHook:
             "versions": json.dumps({k: v.current for k, v in workflow.versions.items()}),
             "due": None,
         }
+
+    async def _interrupt(
+        self, conn: psycopg.AsyncConnection[Any], turn: Turn[Any], base: dict[str, Any], item: InterruptMark
+    ) -> bool:
+        """Flag the execution; whether its timer was armed. Raises ``InvalidExecutionId`` (the
+        turn then writes nothing) for an id that is not of this member, actor and tenant, or that
+        names no execution."""
+        eid = parse_for(item.workflow, item.execution_id, turn.ref.tenant, turn.ref)
+        params = {**base, "eid": str(eid), "by": interrupter_key(turn.caller), "due": None}
+        row = await (await conn.execute(queries.INTERRUPT, params)).fetchone()
+        assert row is not None  # the statement always returns one row
+        status, armed = row
+        if status is None:
+            raise InvalidExecutionId(f"no execution {eid} exists")
+        return bool(armed)
 
     def _owner(self, ref: ActorRef) -> WorkflowRunner | None:
         return next((runner for runner in self.runners if runner.owns(ref)), None)
