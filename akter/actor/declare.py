@@ -267,6 +267,13 @@ class Actor(Generic[S]):
         self.commands[cmd.name] = cmd
         return cmd
 
+    def member_command(self, name: str, handler: Callable[[Turn[S], I], O]) -> Command[S, I, O]:
+        """Register a public command under a reserved ``akter.`` name: one a member adds for its
+        users (a workflow's interrupt). Any caller may send it, under the access policy."""
+        cmd = self._build_command(handler, name, (), False, allow_reserved=True)
+        self.commands[cmd.name] = cmd
+        return cmd
+
     def workflow(
         self,
         name: str,

@@ -14,7 +14,8 @@ A turn:
 4. runs the handler in memory on a ``Turn``;
 5. lets the layers above write what they staged (outbox intents, workflow starts) through
    ``TurnHook``s, then writes state, events and receipt in one statement and commits, in the same
-   round trip.
+   round trip; what a layer must do once the turn committed it registers on the record
+   (``Committed.on_commit``), so a turn that fails to commit leaves nothing behind.
 
 A turn is two round trips: ``BEGIN`` with the load, and the write with ``COMMIT``
 (``queries.py``; docs/performance.md has what the alternatives cost).
@@ -31,7 +32,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
@@ -76,6 +77,13 @@ class Committed:
     now_ms: int
     #: (sequence, tag, event) of the events this turn emitted; empty on replay
     events: tuple[tuple[int, str, object], ...] = ()
+    _after: list[Callable[[], None]] = attrs.field(factory=list, init=False, eq=False, repr=False)
+
+    def on_commit(self, action: Callable[[], None]) -> None:
+        """Run ``action`` once this turn has committed; a hook's ``before_commit`` registers it.
+        A turn that does not commit drops its actions with its record, so nothing a layer hands
+        over outlives a failed commit. Like ``TurnHook.after_commit``, it must not block or fail."""
+        self._after.append(action)
 
 
 class TurnHook(Protocol):
@@ -196,6 +204,8 @@ async def run_turn(  # noqa: PLR0917 -- the relay's delivery (akter/outbox) call
         turn.close()
     await faults.hit("turn.after_commit", ref.actor_id, str(command_id))
     if not record.replayed:
+        for action in record._after:
+            action()
         for hook in options.hooks:
             hook.after_commit(record)
     return record

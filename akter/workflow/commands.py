@@ -2,6 +2,13 @@
 
 * ``<Workflow name>`` (public): starts an execution. Its output is the execution id, so a retry
   of the same start (same command id) returns the same id from the receipt.
+* ``akter.wf.interrupt:<Workflow name>`` (public, under the actor's access policy): what
+  ``run.interrupt()`` sends. The turn flags the execution, records who asked in
+  ``interrupted_by`` (the first to ask: its principal's key) and makes its timer due now, all
+  committing with the receipt; a repeated id replays the receipt. The id in the payload must
+  name an existing execution of this member, owned by this actor (so in this tenant):
+  ``InvalidExecutionId`` otherwise, and nothing is written. A finished execution is left as it
+  is, and the turn succeeds.
 * ``akter.wf.resume`` (internal, one per actor): delivered by the relay when an execution's
   timer fires. It marks the execution running and re-arms its timer as a recovery timer; after
   commit the process's workflow runner (``runner.py``) runs a pass.
@@ -17,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from akter.actor.turn import Turn
-from akter.errors import InvalidExecutionId
-from akter.ids import ExecutionId
+from akter.callers import Anonymous, Caller, System, User, principal_of
+from akter.errors import CorruptRecord, InvalidExecutionId
+from akter.ids import ActorRef, ExecutionId
 from akter.workflow.queries import RESUME
 
 if TYPE_CHECKING:
@@ -41,8 +49,22 @@ class StartMark:
 
 
 @attrs.frozen
+class Interrupt:
+    execution_id: str
+
+
+@attrs.frozen
 class ResumeMark:
     execution_id: ExecutionId
+
+
+@attrs.frozen
+class InterruptMark:
+    """An interrupt as sent: the hook checks the id, so a refusal reaches the caller as itself
+    (a handler's exception would reach it as a ``Defect``)."""
+
+    workflow: Workflow[Any, Any]
+    execution_id: str
 
 
 def stage_start(turn: Turn[Any], workflow: Workflow[Any, Any], payload: Any, key: str | None = None) -> str:
@@ -57,6 +79,41 @@ def stage_start(turn: Turn[Any], workflow: Workflow[Any, Any], payload: Any, key
     return str(eid)
 
 
+def parse_for(
+    workflow: Workflow[Any, Any], execution_id: object, tenant: str, owner: ActorRef | None = None
+) -> ExecutionId:
+    """``execution_id`` parsed, if it names an execution of ``workflow`` in ``tenant`` (owned by
+    ``owner``, if given); ``InvalidExecutionId`` otherwise."""
+    eid = ExecutionId.parse(execution_id)
+    if eid.owner.tenant != tenant:
+        raise InvalidExecutionId("the execution id belongs to another tenant")
+    if eid.owner.actor_type != workflow.actor.name or eid.workflow != workflow.name:
+        raise InvalidExecutionId(f"the execution id is not of {workflow!r}")
+    if owner is not None and eid.owner != owner:
+        raise InvalidExecutionId(f"the execution id is not owned by {owner}")
+    return eid
+
+
+def interrupter_key(caller: Caller) -> str:
+    """Who asked for an interrupt, as ``interrupted_by`` stores it: the principal's key, or for
+    akter's own callers acting for nobody, the System caller's."""
+    principal = principal_of(caller)
+    return (caller if principal is None else principal).key
+
+
+def decode_interrupter(key: str | None) -> Caller | None:
+    if key is None:
+        return None
+    kind, _, name = key.partition(":")
+    if kind == "user":
+        return User(name)
+    if kind == "system":
+        return System(source=name)
+    if key == Anonymous().key:
+        return Anonymous()
+    raise CorruptRecord(f"interrupted_by holds {key!r}, which names no caller")
+
+
 def register_commands(workflow: Workflow[Any, Any]) -> Command[Any, Any, str]:
     actor = workflow.actor
 
@@ -69,6 +126,14 @@ def register_commands(workflow: Workflow[Any, Any]) -> Command[Any, Any, str]:
     if RESUME not in actor.commands:
         actor.internal_command(RESUME, _resume)
     return command
+
+
+def register_interrupt(workflow: Workflow[Any, Any]) -> Command[Any, Interrupt, None]:
+    def interrupt(turn: Turn[Any], payload: Interrupt) -> None:
+        turn.stage(LAYER, InterruptMark(workflow, payload.execution_id))
+
+    interrupt.__annotations__ = {"turn": Turn, "payload": Interrupt, "return": None}
+    return workflow.actor.member_command(f"akter.wf.interrupt:{workflow.name}", interrupt)
 
 
 def _resume(turn: Turn[Any], payload: Resume) -> None:

@@ -15,7 +15,8 @@ A workflow is declared on an actor type at module level, with static step names,
 A step called from the body returns an effect value (``effects.py``); the driver (``driver.py``)
 interprets it. Declaring a step while a body runs is a defect ("unregistered step"): a step
 created at run time would have no stable identity to replay against. Declaring the workflow also
-registers its start command (public, named after the member) on the actor.
+registers its start command (public, named after the member) and its interrupt command (public,
+``akter.wf.interrupt:<name>``) on the actor.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from akter.errors import DeclarationError, EffectDefect
 
 if TYPE_CHECKING:
     from akter.actor.declare import Actor, Command
+    from akter.workflow.commands import Interrupt
     from akter.workflow.context import WorkflowContext
 
 I = TypeVar("I")  # noqa: E741 -- a workflow's input type
@@ -219,9 +221,10 @@ class Workflow(Generic[I, O]):
         self.steps: dict[str, Step] = {}
         self.fn: Callable[[WorkflowContext, I], Awaitable[O]] | None = None
         actor.extensions.setdefault("workflows", {})[name] = self
-        from akter.workflow.commands import register_commands
+        from akter.workflow.commands import register_commands, register_interrupt
 
         self.start_command: Command[Any, I, str] = register_commands(self)
+        self.interrupt_command: Command[Any, Interrupt, None] = register_interrupt(self)
 
     def __repr__(self) -> str:
         return f"<workflow {self.actor.name}.{self.name}>"

@@ -4,15 +4,33 @@ Inside the turn's transaction, under the owner's row lock:
 
 * staged starts insert their execution rows (a repeated keyed start attaches) and arm their
   timers due now, with a ``NOTIFY`` so the owning relay begins at once;
-* a resume marks its execution running and turns its timer into a recovery timer;
+* a resume marks its execution running and turns its timer into a recovery timer — or, when no
+  runner of this process owns the actor, makes it due now (below);
+* an interrupt checks its execution id, flags the execution with who asked and makes its timer
+  due now, with a ``NOTIFY``;
 * emitted events make the timers of pending matching waits due now (invariant 6).
 
-After commit, a resume hands its execution to this process's workflow runner. The kernel never
-imports this module; ``akter.App`` registers the hook when an actor type declares workflows.
+After commit, a resume hands its execution to the runner of this process that owns the actor.
+When none does — a relay delivered the resume after it lost the bucket in an outage, or the
+resume came from a process that runs no workflows — the turn arms the execution's timer due now
+and notifies instead, so the owner's relay delivers another resume and runs the pass at once.
+Why not run the pass here anyway (the generation would fence it): taking a new generation on the
+actor fences out the owner's passes of the actor's *other* executions, which would then wait for
+their recovery timers — the delay moved, not removed — and the owner's next activation would
+fence this process in turn. The decision is taken inside the turn's transaction, so the timer
+commits with the receipt. A runner that owned the actor then and lost it during the commit
+still runs the pass; its generation fences it if another process took over meanwhile.
+
+The handoff is registered on the turn's record (``Committed.on_commit``), not kept here: a resume
+whose commit fails is dropped with its record.
+
+The kernel never imports this module; ``akter.App`` registers the hook when an actor type
+declares workflows.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from datetime import UTC, datetime, timedelta
@@ -24,10 +42,11 @@ from akter import codec
 from akter.actor.kernel import Committed
 from akter.actor.turn import Turn
 from akter.callers import System
-from akter.ids import ActorRef, ExecutionId
+from akter.errors import InvalidExecutionId
+from akter.ids import ActorRef
 from akter.outbox.intents import encode_caller
 from akter.workflow import manifest, queries
-from akter.workflow.commands import LAYER, ResumeMark, StartMark
+from akter.workflow.commands import LAYER, InterruptMark, ResumeMark, StartMark, interrupter_key, parse_for
 from akter.workflow.declare import WaitStep, Workflow
 
 if TYPE_CHECKING:
@@ -61,7 +80,6 @@ class WorkflowHook:
         #: per actor type, the event tags some workflow step waits on
         self.tags = {name: wait_tags(a.extensions.get("workflows", {})) for name, a in actors.items()}
         self.runners: list[WorkflowRunner] = []
-        self._resumed: dict[str, tuple[ActorRef, ExecutionId]] = {}
 
     async def before_commit(
         self, conn: psycopg.AsyncConnection[Any], turn: Turn[Any], record: Committed
@@ -74,9 +92,18 @@ class WorkflowHook:
                 notify = True
                 await conn.execute(queries.START, {**base, **self._start_params(turn, item)})
             elif isinstance(item, ResumeMark):
-                due = datetime.fromtimestamp(record.now_ms / 1000, tz=UTC) + self.recovery
+                runner = self._owner(ref)
+                if runner is None:
+                    # due now, with a notify: the owner's relay delivers another resume at once
+                    due = None
+                    notify = True
+                    log.info("execution %s resumed where %s is not owned", item.execution_id, ref)
+                else:
+                    due = datetime.fromtimestamp(record.now_ms / 1000, tz=UTC) + self.recovery
+                    record.on_commit(functools.partial(runner.schedule, ref, item.execution_id))
                 await conn.execute(queries.RESUME_TURN, {**base, "eid": str(item.execution_id), "due": due})
-                self._resumed[record.command_id] = (ref, item.execution_id)
+            elif isinstance(item, InterruptMark):
+                notify = await self._interrupt(conn, turn, base, item) or notify
         if record.events:
             tags = sorted({tag for _, tag, _ in record.events} & self.tags.get(ref.actor_type, frozenset()))
             if tags:
@@ -99,13 +126,23 @@ class WorkflowHook:
             "due": None,
         }
 
+    async def _interrupt(
+        self, conn: psycopg.AsyncConnection[Any], turn: Turn[Any], base: dict[str, Any], item: InterruptMark
+    ) -> bool:
+        """Flag the execution; whether its timer was armed. Raises ``InvalidExecutionId`` (the
+        turn then writes nothing) for an id that is not of this member, actor and tenant, or that
+        names no execution."""
+        eid = parse_for(item.workflow, item.execution_id, turn.ref.tenant, turn.ref)
+        params = {**base, "eid": str(eid), "by": interrupter_key(turn.caller), "due": None}
+        row = await (await conn.execute(queries.INTERRUPT, params)).fetchone()
+        assert row is not None  # the statement always returns one row
+        status, armed = row
+        if status is None:
+            raise InvalidExecutionId(f"no execution {eid} exists")
+        return bool(armed)
+
+    def _owner(self, ref: ActorRef) -> WorkflowRunner | None:
+        return next((runner for runner in self.runners if runner.owns(ref)), None)
+
     def after_commit(self, record: Committed) -> None:
-        resumed = self._resumed.pop(record.command_id, None)
-        if resumed is None:
-            return
-        ref, eid = resumed
-        for runner in self.runners:
-            if runner.owns(ref):
-                runner.schedule(ref, eid)
-                return
-        log.warning("execution %s resumed in a process whose runner does not own %s", eid, ref)
+        """Nothing: a resume's handoff is registered on its record before commit."""

@@ -106,20 +106,22 @@ WITH x AS (
     + " RETURNING 1"
 )
 
-# An interrupt from any process: flag it and make the timer due now, under the owner's row lock.
+# An interrupt turn (``commands.py``), under the owner's row lock the turn holds: flag the
+# execution, keep who asked first, and make its timer due now. ``status`` is NULL when no such
+# execution exists; a finished one is left as it is (``armed`` = 0).
 INTERRUPT: LiteralString = (
     """
-WITH lock AS (SELECT 1 FROM actor_generations WHERE """
-    + OWNER
-    + """ FOR UPDATE),
+WITH e AS (
+    SELECT status FROM actor_workflow_executions WHERE routing_key = %(rk)s AND execution_id = %(eid)s),
 x AS (
-    UPDATE actor_workflow_executions SET interrupt = true, updated_at = akter_now()
+    UPDATE actor_workflow_executions
+       SET interrupt = true, interrupted_by = coalesce(interrupted_by, %(by)s), updated_at = akter_now()
      WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND status <> 'finished'
-       AND EXISTS (SELECT 1 FROM lock)
-    RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal)
-"""
+    RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal),
+arm AS ("""
     + _arm_from("x")
-    + " RETURNING 1"
+    + """ RETURNING 1)
+SELECT (SELECT status FROM e) AS status, (SELECT count(*) FROM arm) AS armed"""
 )
 
 # A pass reads the execution and all its steps in one query.

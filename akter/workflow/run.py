@@ -3,15 +3,17 @@
 ``WorkflowActorHandle.start(Workflow, input)`` sends the member's start command (a turn) and
 returns a ``Run``; ``client.run(Workflow, execution_id)`` re-attaches from an id alone. A
 ``Run`` polls, waits for the result (``LISTEN akter_finished``, with polling as the fallback)
-and interrupts. Ids are checked before anything is read: a malformed id, another tenant's, or
-another member's is ``InvalidExecutionId``.
+and interrupts: it sends the member's interrupt command (a turn, ``commands.py``) as the caller
+of the handle or client it came from, so the actor's access policy decides and the execution
+records who asked. Ids are checked before anything is read: a malformed id, another tenant's,
+or another member's is ``InvalidExecutionId``.
 """
 
 from __future__ import annotations
 
 import time
 from datetime import timedelta
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, LiteralString, TypeVar
 
 import attrs
 import psycopg
@@ -21,11 +23,12 @@ from returns.result import Failure, Result, Success
 from akter import codec
 from akter.actor.client import ActorHandle, Client, SyncActorHandle, SyncClient
 from akter.actor.declare import Actor
-from akter.callers import Caller
+from akter.callers import Anonymous, Caller
 from akter.errors import InvalidExecutionId
 from akter.ids import ActorRef, CommandId, ExecutionId, check_execution_key
 from akter.store.pool import connection_kwargs
 from akter.workflow import exits, queries
+from akter.workflow.commands import Interrupt, decode_interrupter, parse_for
 from akter.workflow.declare import Workflow
 from akter.workflow.exits import Ok
 
@@ -35,17 +38,26 @@ O = TypeVar("O")  # noqa: E741 -- the conventional name of an output type
 
 POLL_FALLBACK = 1.0
 
+# ``queries.POLL``, and who asked for the interrupt
+POLL: LiteralString = (
+    "SELECT p.*, x.interrupted_by FROM (" + queries.POLL + ") p, actor_workflow_executions x"
+    " WHERE x.routing_key = %(rk)s AND x.execution_id = %(eid)s"
+)
+
 
 @attrs.frozen
 class Status:
     """What ``run.poll()`` returns. ``result`` is set once ``status == "finished"``;
-    ``blocked_reason`` says why a runner left the execution suspended without running it."""
+    ``blocked_reason`` says why a runner left the execution suspended without running it;
+    ``interrupted_by`` is who first asked for the interrupt, from the execution's record: the
+    principal (``User``, ``Anonymous``), or a ``System`` caller that acted for nobody."""
 
     status: str
     outcome: str | None
     result: Result[Any, Exception] | None
     interrupt_requested: bool
     blocked_reason: str | None
+    interrupted_by: Caller | None = None
 
     @property
     def finished(self) -> bool:
@@ -62,12 +74,15 @@ def decode_result(workflow: Workflow[Any, Any], data: bytes) -> Result[Any, Exce
 
 
 class Run(Generic[O]):
-    """One execution, seen from a client."""
+    """One execution, seen from a client: ``caller`` is whom ``interrupt()`` is sent as."""
 
-    def __init__(self, runtime: Any, workflow: Workflow[Any, O], eid: ExecutionId) -> None:
+    def __init__(
+        self, runtime: Any, workflow: Workflow[Any, O], eid: ExecutionId, *, caller: Caller | None = None
+    ) -> None:
         self._runtime = runtime
         self.workflow = workflow
         self._eid = eid
+        self.caller: Caller = caller if caller is not None else Anonymous()
         self.execution_id = str(eid)
         self._params = {**eid.owner.key_params(), "eid": self.execution_id, "bucket": eid.owner.bucket}
 
@@ -80,12 +95,19 @@ class Run(Generic[O]):
 
     async def _poll(self, conn: psycopg.AsyncConnection[Any]) -> Status:
         cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(queries.POLL, self._params)
+        await cur.execute(POLL, self._params)
         row = await cur.fetchone()
         if row is None:
             raise InvalidExecutionId(f"no execution {self.execution_id} exists")
         result = None if row["result"] is None else decode_result(self.workflow, bytes(row["result"]))
-        return Status(row["status"], row["outcome"], result, row["interrupt"], row["blocked_reason"])
+        return Status(
+            row["status"],
+            row["outcome"],
+            result,
+            row["interrupt"],
+            row["blocked_reason"],
+            decode_interrupter(row["interrupted_by"]),
+        )
 
     async def result(self, timeout: float | timedelta | None = None) -> Result[O, Exception]:
         """Wait for the outcome: ``Success(output)`` or ``Failure(error)`` — a declared error,
@@ -112,26 +134,14 @@ class Run(Generic[O]):
                     if note.payload == self.execution_id:
                         break
 
-    async def interrupt(self) -> None:
+    async def interrupt(self, *, command_id: str | None = None) -> None:
         """Ask the execution to stop: it replays to its first unsettled step, runs its
-        compensations, and finishes as interrupted. A finished execution is left as it is."""
-        async with self._runtime.pool.connection() as conn:
-            cur = await conn.execute(queries.INTERRUPT, {**self._params, "due": None})
-            if cur.rowcount:
-                await conn.execute("SELECT pg_notify('akter_outbox', %s)", (str(self._eid.owner.bucket),))
-
-
-def parse_for(
-    workflow: Workflow[Any, Any], execution_id: object, tenant: str, owner: ActorRef | None = None
-) -> ExecutionId:
-    eid = ExecutionId.parse(execution_id)
-    if eid.owner.tenant != tenant:
-        raise InvalidExecutionId("the execution id belongs to another tenant")
-    if eid.owner.actor_type != workflow.actor.name or eid.workflow != workflow.name:
-        raise InvalidExecutionId(f"the execution id is not of {workflow!r}")
-    if owner is not None and eid.owner != owner:
-        raise InvalidExecutionId(f"the execution id is not owned by {owner}")
-    return eid
+        compensations, and finishes as interrupted. A turn of the member's interrupt command,
+        sent as ``caller``: ``AccessDenied`` if the actor's policy refuses it, and a retry with
+        the same ``command_id`` replays it. A finished execution is left as it is."""
+        cid = CommandId.parse(command_id) if command_id is not None else None
+        command = self.workflow.interrupt_command
+        await self._runtime.send(self._eid.owner, command, Interrupt(self.execution_id), cid, self.caller)
 
 
 class WorkflowActorHandle(ActorHandle[S]):
@@ -148,10 +158,11 @@ class WorkflowActorHandle(ActorHandle[S]):
         if workflow.key is None:
             ExecutionId(self.ref, workflow.name, str(cid))
         record = await self._runtime.send(self.ref, workflow.start_command, payload, cid, self.caller)
-        return Run(self._runtime, workflow, ExecutionId.parse(record.outcome.unwrap()))
+        return Run(self._runtime, workflow, ExecutionId.parse(record.outcome.unwrap()), caller=self.caller)
 
     def run(self, workflow: Workflow[Any, O], execution_id: str) -> Run[O]:
-        return Run(self._runtime, workflow, parse_for(workflow, execution_id, self.ref.tenant, self.ref))
+        eid = parse_for(workflow, execution_id, self.ref.tenant, self.ref)
+        return Run(self._runtime, workflow, eid, caller=self.caller)
 
 
 class WorkflowClient(Client):
@@ -164,7 +175,7 @@ class WorkflowClient(Client):
 
     def run(self, workflow: Workflow[Any, O], execution_id: str, *, tenant: str) -> Run[O]:
         """Re-attach to an execution from its id, within ``tenant``."""
-        return Run(self.runtime, workflow, parse_for(workflow, execution_id, tenant))
+        return Run(self.runtime, workflow, parse_for(workflow, execution_id, tenant), caller=self.caller)
 
 
 class SyncRun(Generic[O]):
@@ -179,8 +190,8 @@ class SyncRun(Generic[O]):
     def result(self, timeout: float | timedelta | None = None) -> Result[O, Exception]:
         return self._loop.run(self._run.result(timeout))  # type: ignore[no-any-return]
 
-    def interrupt(self) -> None:
-        self._loop.run(self._run.interrupt())
+    def interrupt(self, *, command_id: str | None = None) -> None:
+        self._loop.run(self._run.interrupt(command_id=command_id))
 
 
 class SyncWorkflowActorHandle(SyncActorHandle[S]):
@@ -188,6 +199,11 @@ class SyncWorkflowActorHandle(SyncActorHandle[S]):
         handle = self._handle
         assert isinstance(handle, WorkflowActorHandle)
         return SyncRun(self._loop, self._loop.run(handle.start(workflow, payload, command_id=command_id)))
+
+    def run(self, workflow: Workflow[Any, O], execution_id: str) -> SyncRun[O]:
+        handle = self._handle
+        assert isinstance(handle, WorkflowActorHandle)
+        return SyncRun(self._loop, handle.run(workflow, execution_id))
 
 
 class SyncWorkflowClient(SyncClient):

@@ -85,13 +85,17 @@ async def test_malformed_foreign_and_other_member_ids_are_refused(env: Any) -> N
     assert client.run(Book, run.execution_id, tenant="acme").execution_id == run.execution_id
 
 
-async def test_interrupting_an_unknown_execution_changes_nothing(env: Any, peek: Peek) -> None:
+async def test_interrupting_an_unknown_execution_is_refused_and_changes_nothing(env: Any, peek: Peek) -> None:
     _, _, client = env
     handle = client.actor(Flows, "f1", tenant="acme")
     run = await handle.start(Book, Job("gone", seconds=1))
     del run
     other = akter.Run(client.runtime, Racing, ExecutionId(handle.ref, "Racing", "never-started"))
-    await other.interrupt()
+    with pytest.raises(akter.InvalidExecutionId):
+        await other.interrupt()
     assert await peek.value("SELECT count(*) FROM actor_workflow_executions WHERE interrupt") == 0
+    assert (
+        await peek.value("SELECT count(*) FROM actor_receipts WHERE command LIKE 'akter.wf.interrupt%%'") == 0
+    )
     with pytest.raises(akter.InvalidExecutionId):
         await other.poll()

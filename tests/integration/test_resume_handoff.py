@@ -1,0 +1,106 @@
+"""A resume turn hands its execution to a runner: this process's, when it owns the actor, or the
+owner's, through the execution's timer made due now. Nothing waits for the 30 s recovery timer,
+and a resume whose commit fails leaves nothing of itself behind."""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import weakref
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+from returns.result import Success
+
+from akter import testing
+from akter.actor.kernel import Committed
+from akter.actor.turn import Turn
+from akter.ids import ActorRef, CommandId, ExecutionId
+from akter.outbox.intents import decode_caller
+from akter.outbox.relay import RelaySettings
+from akter.workflow.commands import Resume, ResumeMark
+from akter.workflow.queries import RESUME
+from tests.apps import flows
+from tests.apps.flows import Done, Flows, Job, Settle
+from tests.integration.conftest import Peek
+from tests.integration.workflow_support import until
+
+PRINCIPAL = "ledger 2; principal Anonymous(); tenant acme"
+
+
+async def test_a_resume_committed_by_a_relay_that_does_not_own_the_actor_runs_at_once(
+    database_url: str, peek: Peek, clock: testing.Clock
+) -> None:
+    owner_app, other_app = flows.make_app(database_url), flows.make_app(database_url)
+    async with owner_app.relay() as owner, other_app.relay() as other, owner_app.client() as client:
+
+        async def split() -> tuple[frozenset[int], frozenset[int]]:
+            return owner.owned(), other.owned()
+
+        await until(split, lambda o: bool(o[0]) and bool(o[1]) and len(o[0] | o[1]) == 256)
+        actor_id = next(
+            f"h{i}" for i in itertools.count() if ActorRef("acme", "Flows", f"h{i}").bucket in owner.owned()
+        )
+        run = await client.actor(Flows, actor_id, tenant="acme").start(Settle, Job("handoff", seconds=600))
+        await until(run.poll, lambda s: s.status == "suspended")
+        # The owner claims the timer once the sleep is due, and stalls before delivering it: the
+        # other relay delivers it instead, as a relay that owned the bucket before an outage would.
+        stalled = testing.pause("relay.before_delivery", match=actor_id)
+        await clock.advance(timedelta(seconds=601))
+        await stalled.reached()
+        intent_id, caller = (await peek.rows("SELECT intent_id, caller FROM actor_outbox"))[0]
+        record = await (await other_app.runtime()).send(
+            ActorRef("acme", "Flows", actor_id),
+            Flows.commands[RESUME],
+            Resume(execution_id=run.execution_id),
+            CommandId.parse(intent_id),
+            decode_caller(bytes(caller)),
+        )
+        assert not record.replayed
+        stalled.release()
+        # no clock moves from here: the recovery timer (30 s ahead) is never what runs it
+        assert await run.result(timeout=15) == Success(Done(PRINCIPAL))
+    assert await peek.value("SELECT count(*) FROM actor_workflow_step WHERE exit IS NULL") == 0
+
+
+class FailNextResume:
+    """A turn hook after the workflow hook's: once ``armed``, fails the next resume of one actor
+    before it commits, and keeps weak references to what that resume handed over."""
+
+    def __init__(self, actor_id: str) -> None:
+        self.actor_id = actor_id
+        self.armed = False
+        self.handed: list[weakref.ref[ExecutionId]] = []
+
+    async def before_commit(
+        self, conn: psycopg.AsyncConnection[Any], turn: Turn[Any], record: Committed
+    ) -> None:
+        marks = [m for m in turn.staged.get("workflow", ()) if isinstance(m, ResumeMark)]
+        if marks and self.armed and not self.handed and turn.ref.actor_id == self.actor_id:
+            self.handed.extend(weakref.ref(m.execution_id) for m in marks)
+            raise RuntimeError("this resume's commit fails")
+
+    def after_commit(self, record: Committed) -> None:
+        pass
+
+
+async def test_a_resume_whose_commit_fails_leaves_nothing_behind(
+    database_url: str, peek: Peek, clock: testing.Clock
+) -> None:
+    app = flows.make_app(database_url)
+    spy = FailNextResume("leaky")
+    app.hooks.append(spy)
+    settings = RelaySettings(backoff_base=timedelta(minutes=1))
+    async with app.relay(settings), app.client() as client:
+        run = await client.actor(Flows, "leaky", tenant="acme").start(Settle, Job("leak", seconds=600))
+        await until(run.poll, lambda s: s.status == "suspended")
+        spy.armed = True
+        await clock.advance(timedelta(seconds=601))
+        await until(lambda: peek.value("SELECT last_error FROM actor_outbox"), lambda e: e is not None)
+        gc.collect()
+        assert spy.handed
+        assert [ref() for ref in spy.handed] == [None] * len(spy.handed)
+        # and nothing was lost: the backed-off resume is delivered again and the run finishes
+        await clock.advance(timedelta(seconds=61))
+        assert await run.result(timeout=60) == Success(Done(PRINCIPAL))
