@@ -227,6 +227,27 @@ async def test_an_event_committed_while_the_suspension_waits_for_the_lock_wakes_
     assert await run.result(timeout=30) == Success(Done("heard 42"))
 
 
+async def test_an_interrupt_committed_while_the_suspension_waits_for_the_lock_is_not_lost(
+    env: Any, peek: Peek
+) -> None:
+    _app, _relay, client = env
+    actor = client.actor(Edges, "lock-interrupt", tenant="acme")
+    suspending = testing.pause("workflow.before_suspend", match="lock-interrupt")
+    run = await actor.start(Listen, Job("lock-interrupt"))
+    await suspending.reached()
+    committing = testing.pause("turn.before_commit", match="lock-interrupt")
+    interrupting = asyncio.create_task(run.interrupt())
+    await committing.reached()  # the interrupt turn holds the row lock, uncommitted
+    suspending.release()
+    await until(lambda: _backend_waiting_on_a_lock(peek, "akter_wf_suspend"), bool)
+    committing.release()
+    await interrupting
+    # no event and no clock move: only the interrupt, seen by the suspension, ends it
+    result = await run.result(timeout=30)
+    assert isinstance(result, Failure)
+    assert isinstance(result.failure(), akter.Interrupted)
+
+
 # ---- 5. an interrupt during an activity undoes nothing that is still happening ----------------
 
 
