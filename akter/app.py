@@ -232,7 +232,9 @@ class Runtime:
         """Run one turn, retrying lost connections with the same id until ``busy_timeout``.
 
         An id minted here that the database finds expired (the database clock moved past this
-        process's estimate, as when a test jumps it) is re-minted once: nothing was written."""
+        process's estimate, as when a test jumps it) is re-minted once: nothing was written. A
+        caller's own id (an activity's derived id) is never re-minted: its ``CommandExpired``
+        reaches the caller. Either way the refusal corrects this process's clock estimate."""
         minted = command_id is None
         cid = command_id or self.mint_command_id()
         deadline = time.monotonic() + self.app.busy_timeout.total_seconds()
@@ -242,10 +244,10 @@ class Runtime:
                 async with self.pool.connection() as conn:
                     record = await run_turn(conn, command, ref, payload, cid, caller, self.options)
             except CommandExpired as exc:
+                self.skew_ms = exc.database_now_ms - _local_ms()
                 if not minted:
                     raise
                 minted = False
-                self.skew_ms = exc.database_now_ms - _local_ms()
                 cid = self.mint_command_id()
             except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
                 if not (isinstance(exc, psycopg_pool.PoolTimeout) or is_connection_lost(exc)):

@@ -26,7 +26,7 @@ import attrs
 import psycopg
 import psycopg_pool
 
-from akter import codec, faults
+from akter import faults
 from akter.actor.declare import Command
 from akter.actor.kernel import run_turn
 from akter.callers import System
@@ -34,6 +34,7 @@ from akter.errors import UndeliverableIntent
 from akter.ids import ActorRef, CommandId
 from akter.outbox import queries
 from akter.outbox.intents import decode_caller
+from akter.outbox.staged import decode_payload
 from akter.store.sqlstate import is_connection_lost
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ def _decode(
     if command is None:
         raise UndeliverableIntent(f"{actor.name} declares no command {row.command!r}")
     ref = ActorRef(tenant=row.sender.tenant, actor_type=actor.name, actor_id=row.target_id)
-    payload: object = codec.decode(row.payload, command.input)
+    payload = decode_payload(row.payload, command.input)
     return command, ref, payload, decode_caller(row.caller), CommandId.parse(row.intent_id)
 
 

@@ -12,7 +12,9 @@ member joining or leaving moves only the buckets it gains or loses. A member the
 releases the buckets it holds but no longer wants, and takes (or renews) the ones it wants that
 are free or whose lease ran out. A bucket is never taken while another member's lease on it is
 live, so at most one live member owns it at a time; a bucket changes hands within one heartbeat
-of its old owner releasing it.
+of its old owner releasing it, and has no owner in between (its due rows wait that long; the
+hand-over gap in docs/relay.md). Every member computes the same assignment, so no bucket stays
+unowned once the member set is stable.
 
 Failover after a SIGKILL: the dead member's row and leases stop being renewed; after
 ``lease`` the survivors see it gone, want its buckets, and take them at their next tick: at most

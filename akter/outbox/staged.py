@@ -7,6 +7,12 @@ bug is, and nothing reaches the database. The records wait on the turn until
 workflow engine) stage reserved keys (``wf:<execution>``) through ``stage_internal`` and
 ``cancel_internal``, which skip the reserved-prefix check and nothing else.
 
+A payload is encoded when ``send`` is called and decoded by the relay with ``decode_payload``,
+the one function both sides share: ``build_send`` decodes what it just encoded and refuses a
+payload that would not come back (a ``None`` payload type needs no converter hook; a collection
+type's contents are not checked by ``isinstance``), so every intent that commits can be
+delivered.
+
 This module imports no other outbox module and nothing that imports the kernel, because the
 kernel's ``turn.py`` imports it.
 """
@@ -14,12 +20,14 @@ kernel's ``turn.py`` imports it.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from types import NoneType
 from typing import TYPE_CHECKING, Any
 
 import attrs
+from cattrs.errors import CattrsError
 
 from akter import codec
-from akter.errors import InvalidInput, InvalidTimerKey
+from akter.errors import CorruptRecord, InvalidInput, InvalidTimerKey
 from akter.ids import ActorRef
 
 if TYPE_CHECKING:
@@ -124,14 +132,36 @@ def build_send(
     if isinstance(expected, type) and not isinstance(payload, expected):
         raise InvalidInput(f"{command!r} takes a {expected.__name__}, got {type(payload).__name__}")
     after_ms, at_ms = _timing(after, at)
+    encoded = codec.encode(payload, expected)
+    try:
+        decode_payload(encoded, expected)
+    except CorruptRecord as exc:
+        raise InvalidInput(
+            f"{command!r} could not decode this {type(payload).__name__} payload at delivery: {exc}"
+        ) from exc
     return Send(
         target=ref,
         command=command.name,
-        payload=codec.encode(payload, expected),
+        payload=encoded,
         after_ms=after_ms,
         at_ms=at_ms,
         key=None if key is None else check_key(key, internal=internal),
     )
+
+
+def decode_payload(data: bytes, expected: Any) -> object:
+    """A stored payload as the receiving handler gets it; undecodable bytes are ``CorruptRecord``.
+
+    A handler annotated ``payload: None`` declares ``NoneType``, which the converter has no hook
+    for: its only payload is ``null``."""
+    if expected is NoneType:
+        if codec.decode_primitive(data) is not None:
+            raise CorruptRecord("a payload of type None must be stored as null")
+        return None
+    try:
+        return codec.decode(data, expected)
+    except CattrsError as exc:  # the ones codec.decode lets through (no hook, Literal)
+        raise CorruptRecord(f"stored value does not structure as {expected}: {exc}") from exc
 
 
 def stage_internal(

@@ -3,10 +3,16 @@
 An activity attempt may send commands to actors. Their ids are *derived*: a hash of the
 execution, the step, the attempt and the call's ordinal within the attempt, issued at the
 attempt's recorded start. A rerun of the same attempt (its runner died) therefore repeats the
-same ids, and receivers deduplicate them. A call whose id would already be past its expiry (the
-rerun came later than the retry window) is not sent: the activity dies with
-``ActivityOutcomeUnknown``, because nobody can know whether the first send took effect
-(invariant 8).
+same ids, and receivers deduplicate them. Once an id is past its expiry (the rerun came later
+than the retry window) the receiver no longer deduplicates it, so the activity dies with
+``ActivityOutcomeUnknown``: nobody can know whether the first send took effect (invariant 8),
+and the pass never retries an unknown outcome (a new attempt's new ids would repeat it).
+
+Expiry is the database clock's call. The client refuses early on its own estimate of that clock
+(``Runtime.skew_ms``), which costs nothing; but the estimate can be stale — the clock moved, or
+the id expired on the way — so a ``CommandExpired`` from the receiver's turn, which reads
+``akter_now()`` under the actor's lock, ends the activity the same way. It is never an ordinary
+defect, because a defect is retried.
 
 Commands from the body itself, outside an activity, are a defect: ``activity_context()`` raises
 there, and awaiting a client call in a body is caught by the driver as a non-effect await.
@@ -17,14 +23,14 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import time
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
 from returns.result import Result
 
 from akter.actor.declare import Actor, Command
 from akter.callers import Principal, System
-from akter.errors import ActivityOutcomeUnknown, EffectDefect, InvalidInput
+from akter.errors import ActivityOutcomeUnknown, CommandExpired, EffectDefect, InvalidInput
 from akter.ids import ActorRef, CommandId
 
 if TYPE_CHECKING:
@@ -110,13 +116,23 @@ class ActivityActor(Generic[S]):
             raise InvalidInput(f"{command!r} is not a command of {self.actor.name}")
         ctx = self._ctx
         cid = ctx.next_command_id()
-        now_ms = time.time_ns() // 1_000_000 + ctx.runtime.skew_ms
-        if cid.expires_ms < now_ms:
-            raise ActivityOutcomeUnknown(
-                f"{ctx.execution_id} step {ctx.step!r} attempt {ctx.attempt}: command {command.name} "
-                f"would use id {cid}, expired {now_ms - cid.expires_ms} ms ago; "
-                "its first send may have taken effect"
-            )
+        estimate_ms = time.time_ns() // 1_000_000 + ctx.runtime.skew_ms
+        if cid.expires_ms < estimate_ms:
+            raise _unknown(ctx, command, cid, estimate_ms, "this process's estimate of the database clock")
         caller = System(source="workflow", ref=ctx.execution_id, on_behalf_of=ctx.principal)
-        record = await ctx.runtime.send(self.ref, command, payload, cid, caller)
+        try:
+            record = await ctx.runtime.send(self.ref, command, payload, cid, caller)
+        except CommandExpired as exc:
+            now_ms = exc.database_now_ms
+            raise _unknown(ctx, command, cid, now_ms, "the database clock at the receiver") from exc
         return record.outcome
+
+
+def _unknown(
+    ctx: ActivityContext, command: Command[Any, Any, Any], cid: CommandId, now_ms: int, clock: str
+) -> ActivityOutcomeUnknown:
+    return ActivityOutcomeUnknown(
+        f"{ctx.execution_id} step {ctx.step!r} attempt {ctx.attempt}: command {command.name} "
+        f"would use id {cid}, expired {now_ms - cid.expires_ms} ms ago by {clock}; "
+        "its first send may have taken effect"
+    )
