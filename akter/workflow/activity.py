@@ -43,7 +43,9 @@ O = TypeVar("O")  # noqa: E741 -- the conventional name of an output type
 
 @attrs.define
 class ActivityContext:
-    """The running attempt: ``execution_id``, ``step``, ``attempt`` (1-based) and ``client``."""
+    """The running attempt: ``execution_id``, ``step`` (its declared name), ``occurrence`` (which
+    await of that step this is, 1-based, within ``scope``: ``""`` for the body, else the
+    branch), ``attempt`` (1-based) and ``client``."""
 
     execution_id: str
     step: str
@@ -52,7 +54,20 @@ class ActivityContext:
     tenant: str
     principal: Principal | None
     runtime: Runtime
+    occurrence: int = 1
+    scope: str = ""
     _ordinal: int = 0
+    #: set when a send found its derived id expired: the outcome is unknown whatever the
+    #: activity does next (a body catching the error cannot turn it into a success)
+    unknown: ActivityOutcomeUnknown | None = None
+
+    @property
+    def _identity(self) -> str:
+        """The step as derived ids name it: the bare name for the body's first occurrence (so
+        ids derived before occurrences existed stay the same), else name#occurrence@scope."""
+        if self.scope == "" and self.occurrence == 1:
+            return self.step
+        return f"{self.step}#{self.occurrence}@{self.scope}"
 
     @property
     def client(self) -> ActivityClient:
@@ -61,7 +76,7 @@ class ActivityContext:
     def next_command_id(self) -> CommandId:
         self._ordinal += 1
         digest = hashlib.blake2b(
-            f"{self.execution_id}\x00{self.step}\x00{self.attempt}\x00{self._ordinal}".encode(),
+            f"{self.execution_id}\x00{self._identity}\x00{self.attempt}\x00{self._ordinal}".encode(),
             digest_size=16,
         ).hexdigest()
         return CommandId(
@@ -131,8 +146,9 @@ class ActivityActor(Generic[S]):
 def _unknown(
     ctx: ActivityContext, command: Command[Any, Any, Any], cid: CommandId, now_ms: int, clock: str
 ) -> ActivityOutcomeUnknown:
-    return ActivityOutcomeUnknown(
+    ctx.unknown = ActivityOutcomeUnknown(
         f"{ctx.execution_id} step {ctx.step!r} attempt {ctx.attempt}: command {command.name} "
         f"would use id {cid}, expired {now_ms - cid.expires_ms} ms ago by {clock}; "
         "its first send may have taken effect"
     )
+    return ctx.unknown

@@ -387,7 +387,9 @@ class Pass:
         await faults.hit("workflow.before_activity", self.ref.actor_id, str(self.eid))
         ctx = activity.ActivityContext(
             execution_id=str(self.eid),
-            step=_ordinal_step(key),
+            step=key.step,
+            occurrence=key.occurrence,
+            scope=key.scope,
             attempt=attempt,
             started_ms=started_ms,
             tenant=self.ref.tenant,
@@ -421,6 +423,10 @@ class Pass:
                     exit_["retry_at_ms"] = self.now_ms() + int(delay.total_seconds() * 1000)
         finally:
             activity.reset_context(token)
+        if ctx.unknown is not None and "interrupt" not in exit_:
+            # a send found its derived id expired: whatever the activity did with that error
+            # (caught it, returned normally, raised another), its outcome is unknown (invariant 8)
+            exit_ = exits.encode_error(ctx.unknown, ())
         if self.interrupting:
             exit_["after_interrupt"] = True
         await faults.hit("workflow.before_settle", self.ref.actor_id, str(self.eid))
@@ -586,14 +592,6 @@ class Pass:
             },
         )
         log.info("execution %s %s", self.eid, outcome if row["finished"] else "was already finished")
-
-
-def _ordinal_step(key: StepKey) -> str:
-    """The step as derived command ids name it: the bare name for the body's first occurrence
-    (ids derived before occurrences existed stay the same), else name#occurrence@scope."""
-    if key.scope == "" and key.occurrence == 1:
-        return key.step
-    return f"{key.step}#{key.occurrence}@{key.scope}"
 
 
 def _record_params(

@@ -31,9 +31,11 @@ def _fresh() -> Iterator[None]:
     testing.disarm_all()
 
 
+@pytest.mark.parametrize("swallowed", [False, True], ids=["raised", "caught-by-the-activity"])
 async def test_an_id_expiring_after_the_local_check_is_outcome_unknown_and_never_retried(
-    database_url: str, peek: Peek, clock: testing.Clock
+    database_url: str, peek: Peek, clock: testing.Clock, monkeypatch: pytest.MonkeyPatch, swallowed: bool
 ) -> None:
+    monkeypatch.setattr(flows, "SWALLOW_UNKNOWN", swallowed)
     app = flows.make_app(database_url)
     flows.gate("edge-hold").set()  # Book's next step must not hold a run that carries on
     first_settle = testing.pause("workflow.before_settle")
