@@ -200,7 +200,9 @@ class CorruptRecord(AkterError):
 
 class UndeliverableIntent(AkterError):
     """An outbox row names an actor type or command the running App does not declare. The relay
-    records it as the row's ``last_error`` and backs off; the row stays for a deploy that has it."""
+    records it as the row's ``last_error`` and backs off, so a deploy that has it (another relay
+    of a rolling deploy) can deliver it; after ``RelaySettings.max_attempts`` the row is parked
+    for an operator (``akter outbox retry|delete``)."""
 
 
 class Defect(AkterError):
