@@ -14,6 +14,9 @@ same for every subcommand::
 refused, 2 usage or database errors. ``akter relay`` runs the same check before it starts and
 exits 1 with the same report when it refuses.
 
+``akter outbox retry|delete ID`` (``akter.outbox.admin``) acts on intents the relay parked as
+undeliverable; ``akter inspect parked`` lists them.
+
 Logs go to stderr as ``time level logger message key=value ...`` lines.
 """
 
@@ -170,6 +173,14 @@ def _seconds(value: float) -> timedelta:
     help="Seconds a bucket lease lasts without renewal (AKTER_RELAY_OWNERSHIP_LEASE).",
 )
 @click.option(
+    "--max-attempts",
+    envvar="AKTER_RELAY_MAX_ATTEMPTS",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="Failed deliveries before an intent is parked for an operator (AKTER_RELAY_MAX_ATTEMPTS).",
+)
+@click.option(
     "--no-notifications",
     is_flag=True,
     envvar="AKTER_RELAY_NO_NOTIFICATIONS",
@@ -185,6 +196,7 @@ def relay(
     claim_lease: float,
     heartbeat: float,
     ownership_lease: float,
+    max_attempts: int,
     no_notifications: bool,
 ) -> None:
     """Run the relay for APP (module:attribute naming an akter.App) until SIGTERM or SIGINT.
@@ -202,6 +214,7 @@ def relay(
             claim_lease=_seconds(claim_lease),
             heartbeat=_seconds(heartbeat),
             ownership_lease=_seconds(ownership_lease),
+            max_attempts=max_attempts,
             notifications=not no_notifications,
         )
     except ValueError as exc:
@@ -272,6 +285,11 @@ def _register_tools() -> None:
 
     main.add_command(demo_command)
     main.add_command(inspect_group)
+    # parked intents: `akter inspect parked`, `akter outbox retry|delete` (akter.outbox.admin)
+    from akter.outbox.admin import inspect_parked, outbox_group
+
+    inspect_group.add_command(inspect_parked)
+    main.add_command(outbox_group)
 
 
 _register_tools()

@@ -16,7 +16,8 @@ own, and every class says when it is raised and what it carries::
     │   ├── InvalidExecutionId      malformed, foreign tenant, or another member's execution id
     │   ├── InvalidExecutionKey     a workflow key outside 1..256 UTF-8 bytes
     │   ├── InvalidTimerKey         an outbox key with a reserved prefix or bad size
-    │   └── UnknownCommand          the actor type declares no such command
+    │   ├── UnknownCommand          the actor type declares no such command
+    │   └── PayloadTooLarge         a command payload or workflow input over its actor type's cap
     ├── CommandRejected             a command was refused before its handler ran; nothing was written
     │   ├── CommandConflict         the id is known with another command or payload
     │   ├── CommandExpired          the id is past its expiry (the retry window)
@@ -25,6 +26,8 @@ own, and every class says when it is raised and what it carries::
     │   └── ActorBusy               the actor row stayed locked past the busy deadline
     ├── TurnClosed                  a Turn capability was used after its turn ended
     ├── StateTooLarge               encoded state is over the actor type's cap; the turn rolled back
+    ├── EventTooLarge               an emitted event is over the actor type's cap; the turn rolled back
+    ├── ResultTooLarge              an activity's result is over the cap; recorded as the attempt's defect
     ├── CorruptRecord               a stored row cannot be decoded; the bytes are kept untouched
     ├── UndeliverableIntent         an outbox row names an actor type or command the App lacks
     ├── Defect                      a handler raised an undeclared exception; the turn rolled back
@@ -111,6 +114,19 @@ class UnknownCommand(InvalidInput):
     """The actor type declares no command of that name."""
 
 
+class PayloadTooLarge(InvalidInput):
+    """A command payload (a workflow input is its start command's payload) encodes to more bytes
+    than its actor type's ``max_payload_bytes``. Refused before anything was written: at a
+    client's send, or in the handler of a ``Turn.send`` / ``Turn.start``. ``subject`` names the
+    command; ``size`` and ``limit`` are canonical-JSON byte counts."""
+
+    def __init__(self, subject: str, size: int, limit: int) -> None:
+        self.subject = subject
+        self.size = size
+        self.limit = limit
+        super().__init__(f"{subject} encodes to {size} bytes, over its limit of {limit}")
+
+
 class CommandRejected(AkterError):
     """A command was refused before its handler ran. Nothing was written."""
 
@@ -154,13 +170,39 @@ class StateTooLarge(AkterError):
         super().__init__(f"{actor_type} state encodes to {size} bytes, over its limit of {limit}")
 
 
+class EventTooLarge(AkterError):
+    """An event the handler emitted encodes to more bytes than its actor type's
+    ``max_event_bytes``. The turn rolled back: no state, no events, no receipt."""
+
+    def __init__(self, actor_type: str, tag: str, size: int, limit: int) -> None:
+        self.actor_type = actor_type
+        self.tag = tag
+        self.size = size
+        self.limit = limit
+        super().__init__(f"{actor_type} event {tag} encodes to {size} bytes, over its limit of {limit}")
+
+
+class ResultTooLarge(AkterError):
+    """An activity returned a value that encodes to more bytes than its actor type's
+    ``max_result_bytes``. The attempt is recorded as a defect carrying this message (never the
+    value), and retried or not under the activity's retry policy like any defect."""
+
+    def __init__(self, step: str, size: int, limit: int) -> None:
+        self.step = step
+        self.size = size
+        self.limit = limit
+        super().__init__(f"the result of activity {step} encodes to {size} bytes, over its limit of {limit}")
+
+
 class CorruptRecord(AkterError):
     """A stored row could not be decoded. The row is left untouched for inspection."""
 
 
 class UndeliverableIntent(AkterError):
     """An outbox row names an actor type or command the running App does not declare. The relay
-    records it as the row's ``last_error`` and backs off; the row stays for a deploy that has it."""
+    records it as the row's ``last_error`` and backs off, so a deploy that has it (another relay
+    of a rolling deploy) can deliver it; after ``RelaySettings.max_attempts`` the row is parked
+    for an operator (``akter outbox retry|delete``)."""
 
 
 class Defect(AkterError):

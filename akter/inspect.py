@@ -228,6 +228,9 @@ class OutboxView:
     last_error: str | None
     claimed_by: str | None
     created_at: datetime
+    #: set when the relay parked the row as undeliverable (``akter.outbox.admin``)
+    parked_at: datetime | None = None
+    parked_reason: str | None = None
 
 
 @attrs.frozen
@@ -327,7 +330,7 @@ _EVENTS: LiteralString = (
 )
 _OUTBOX_COLUMNS = (
     "SELECT intent_id, timer_key, due_at, target_type, target_id, command, payload, caller, attempts,"
-    " last_error, claimed_by, created_at FROM actor_outbox WHERE "
+    " last_error, claimed_by, created_at, parked_at, parked_reason FROM actor_outbox WHERE "
 )
 _OUTBOX: LiteralString = _OUTBOX_COLUMNS + _KEY + " ORDER BY due_at, intent_id LIMIT %(limit)s"
 _TIMER: LiteralString = _OUTBOX_COLUMNS + _KEY + " AND timer_key = 'wf:' || %(eid)s"
@@ -451,6 +454,8 @@ def _outbox(app: App, ref: ActorRef, row: dict[str, Any]) -> OutboxView:
         last_error=row["last_error"],
         claimed_by=row["claimed_by"],
         created_at=row["created_at"],
+        parked_at=row["parked_at"],
+        parked_reason=row["parked_reason"],
     )
 
 
@@ -640,9 +645,17 @@ def when(ts: datetime, now: datetime) -> str:
     return f"{_iso(ts)} ({relative})"
 
 
+def _due(row: OutboxView, now: datetime) -> str:
+    from akter.outbox.admin import parked_note
+
+    if row.parked_at is not None:
+        return parked_note(row.parked_at, row.parked_reason)
+    return f"due {when(row.due_at, now)}"
+
+
 def _outbox_lines(row: OutboxView, now: datetime) -> list[str]:
     lines = [
-        f"  {row.timer_key or row.intent_id}: {row.command} -> {row.target}, due {when(row.due_at, now)}",
+        f"  {row.timer_key or row.intent_id}: {row.command} -> {row.target}, {_due(row, now)}",
         f"      payload {row.payload.text}",
         f"      as {row.caller.text}; attempts {row.attempts}"
         + (f"; claimed by {row.claimed_by}" if row.claimed_by else ""),
@@ -692,9 +705,7 @@ def render_execution(view: ExecutionView) -> str:
         lines.append(f"  result     {view.result.text}")
     if view.timer is not None:
         timer = view.timer
-        lines.append(
-            f"  timer      {timer.timer_key}, due {when(timer.due_at, now)}, attempts {timer.attempts}"
-        )
+        lines.append(f"  timer      {timer.timer_key}, {_due(timer, now)}, attempts {timer.attempts}")
     else:
         lines.append("  timer      none")
     lines.append(f"steps ({len(view.steps)})")

@@ -20,6 +20,7 @@ import attrs
 from akter.callers import Anonymous, Caller, System, User
 from akter.errors import DeclarationError
 from akter.ids import MAX_ACTOR_TYPE_BYTES
+from akter.limits import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RESULT_BYTES
 
 if TYPE_CHECKING:
     from akter.actor.turn import Turn
@@ -132,7 +133,10 @@ class Actor(Generic[S]):
 
     ``initial`` builds the state of an actor that has never committed a turn; by default the
     state type is called with no arguments, so every field needs a default.
-    ``max_state_bytes`` caps the state's encoded UTF-8 JSON size (default 64 KiB)."""
+    ``max_state_bytes`` caps the state's encoded UTF-8 JSON size (default 64 KiB);
+    ``max_payload_bytes`` each command payload, workflow inputs included, ``max_event_bytes``
+    each event and ``max_result_bytes`` each activity result of its workflows (256 KiB each by
+    default; ``akter.limits`` says where each is checked)."""
 
     def __init__(
         self,
@@ -143,6 +147,9 @@ class Actor(Generic[S]):
         initial: Callable[[], S] | None = None,
         access: AccessPolicy = allow_all,
         max_state_bytes: int = DEFAULT_MAX_STATE_BYTES,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     ) -> None:
         problems: list[str] = []
         if not isinstance(name, str) or not _NAME.fullmatch(name):
@@ -169,8 +176,17 @@ class Actor(Generic[S]):
             seen[ev.__name__] = ev
         if not callable(access):
             problems.append("access must be a callable (caller, command) -> bool")
-        if not isinstance(max_state_bytes, int) or max_state_bytes <= 0:
-            problems.append(f"max_state_bytes must be a positive int, got {max_state_bytes!r}")
+        caps = {
+            "max_state_bytes": max_state_bytes,
+            "max_payload_bytes": max_payload_bytes,
+            "max_event_bytes": max_event_bytes,
+            "max_result_bytes": max_result_bytes,
+        }
+        problems.extend(
+            f"{cap} must be a positive int, got {value!r}"
+            for cap, value in caps.items()
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0
+        )
         if problems:
             raise DeclarationError(f"Actor {name!r}", problems)
         self.name = name
@@ -179,6 +195,9 @@ class Actor(Generic[S]):
         self._initial = initial
         self.access = access
         self.max_state_bytes = max_state_bytes
+        self.max_payload_bytes = max_payload_bytes
+        self.max_event_bytes = max_event_bytes
+        self.max_result_bytes = max_result_bytes
         self.commands: dict[str, Command[S, Any, Any]] = {}
         # Members that other layers attach (workflows); keyed by their kind.
         self.extensions: dict[str, Any] = {}

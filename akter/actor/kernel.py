@@ -3,7 +3,8 @@
 A turn:
 
 1. refuses what needs no database (an internal command from a non-System caller, a caller the
-   access policy refuses, a payload of the wrong type) — nothing is opened;
+   access policy refuses, a payload of the wrong type or over its actor type's cap) — nothing
+   is opened;
 2. takes the actor's row lock (creating the row on first use) and, in the same round trip, reads
    the state and the receipt of this command id as they stand once the lock is granted
    (``queries.LOAD``, the ``akter_turn_load`` procedure);
@@ -29,6 +30,7 @@ deadline. ``client.py`` drives this module; ``turn.py`` is what the handler sees
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import random
 import time
@@ -41,7 +43,7 @@ import psycopg
 from psycopg import pq
 from returns.result import Failure, Result, Success
 
-from akter import codec, faults
+from akter import codec, faults, limits
 from akter.actor import queries
 from akter.actor.declare import Command
 from akter.actor.turn import Turn
@@ -176,13 +178,14 @@ async def run_turn(  # noqa: PLR0917 -- the relay's delivery (akter/outbox) call
         raise InvalidInput(f"{command!r} cannot be sent to {ref}")
     check_caller(command, caller)
     primitive = _payload_primitive(command, payload)
+    body = limits.payload_json(command, primitive)
     request = _Request(
         command=command,
         ref=ref,
         payload=payload,
         caller=caller,
         command_id=command_id,
-        payload_hash=codec.digest(primitive),
+        payload_hash=hashlib.sha256(body).digest(),  # codec.digest(primitive), from the JSON built once
         params={**ref.key_params(), "command_id": str(command_id)},
     )
     deadline = time.monotonic() + options.busy_timeout.total_seconds()
@@ -317,7 +320,7 @@ def _prepare_write(
         events = tuple((row.event_seq + 1 + i, actor.event_tag(e), e) for i, e in enumerate(turn._events))
         for i, (_, tag, event) in enumerate(events):
             write[f"tag{i}"] = tag
-            write[f"value{i}"] = codec.encode(event)
+            write[f"value{i}"] = codec.frame(limits.event_json(actor, tag, event))
     record = Committed(
         ref=request.ref,
         command=command.name,

@@ -10,8 +10,13 @@ handler twice. Then:
   deleted, but only while our claim token is still on it; a keyed replacement clears the token,
   so a newer body is never deleted by the delivery of an older one;
 - anything else (a defect in the handler, a refusal such as ``CommandExpired`` or ``ActorBusy``,
-  an unknown actor type or command, an undecodable payload): the row backs off exponentially with
-  ``last_error`` set — never dropped, never retried in a tight loop, never in the way of other rows;
+  an unknown actor type or command, an undecodable or oversized payload): the row backs off
+  exponentially with ``last_error`` set — never dropped, never retried in a tight loop, never in
+  the way of other rows — until its attempts reach ``max_attempts``; then it is *parked*
+  (``parked_reason`` set, due never), where it costs the relay nothing until an operator retries
+  or deletes it (``admin.py``). A refusal no retry can cure parks at once: an expired intent id
+  (``CommandExpired``), which its receiver refuses for good — except for akter's own ``akter.*``
+  intents, whose layer renews them (the workflow runner gives overdue resumes fresh ids);
 - the connection was lost: the outcome is unknown, so nothing is written; the claim lease runs
   out and the row is claimed again, where the receipt settles what happened.
 """
@@ -30,7 +35,7 @@ from akter import faults
 from akter.actor.declare import Command
 from akter.actor.kernel import run_turn
 from akter.callers import System
-from akter.errors import UndeliverableIntent
+from akter.errors import CommandExpired, UndeliverableIntent
 from akter.ids import ActorRef, CommandId
 from akter.outbox import queries
 from akter.outbox.intents import decode_caller
@@ -161,19 +166,40 @@ async def deliver(runtime: Runtime, settings: RelaySettings, row: Claimed, acks:
                 "delivery interrupted %s error=%s; retried after the claim lease", row.describe(), exc
             )
             return False
-        await _back_off(runtime, settings, row, exc)
+        await _failed(runtime, settings, row, exc)
         return False
     except Exception as exc:
-        await _back_off(runtime, settings, row, exc)
+        await _failed(runtime, settings, row, exc)
         return False
     await acks.ack(row)
     log.debug("delivered %s replayed=%s", row.describe(), record.replayed)
     return True
 
 
-async def _back_off(runtime: Runtime, settings: RelaySettings, row: Claimed, exc: Exception) -> None:
-    delay_ms = settings.backoff_ms(row.attempts)
+def park_reason(settings: RelaySettings, row: Claimed, exc: Exception) -> str | None:
+    """Why the relay gives up on ``row`` after this failure, or ``None`` to back off and retry.
+
+    Only an expired id is hopeless at once. An unknown actor type or command, or a payload that
+    does not decode or is over the cap, may be one deploy away from deliverable — in a rolling
+    deploy an old relay meets intents that only the new code declares — so those spend their
+    attempts like any failure."""
+    if isinstance(exc, CommandExpired) and not row.command.startswith("akter."):
+        return "its intent id expired, so its receiver refuses it for good"
+    if row.attempts >= settings.max_attempts:
+        return f"undeliverable after {row.attempts} attempts"
+    return None
+
+
+async def _failed(runtime: Runtime, settings: RelaySettings, row: Claimed, exc: Exception) -> None:
     error = " ".join(f"{type(exc).__name__}: {exc}".split())[:MAX_ERROR_CHARS]
+    reason = park_reason(settings, row, exc)
+    if reason is not None:
+        # needs an operator: akter outbox retry|delete (docs/relay.md, "Parked intents")
+        log.error("delivery parked %s reason=%s error=%s", row.describe(), reason, error)
+        params = {**row.claim_params(), "error": error, "reason": f"{reason}; last error {error}"}
+        await _finish(runtime, queries.PARK, params, row)
+        return
+    delay_ms = settings.backoff_ms(row.attempts)
     log.warning("delivery failed %s retry_in_ms=%d error=%s", row.describe(), delay_ms, error)
     await _finish(
         runtime, queries.BACK_OFF, {**row.claim_params(), "delay_ms": delay_ms, "error": error}, row

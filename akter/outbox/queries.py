@@ -115,6 +115,14 @@ UPDATE actor_outbox
        last_error = %(error)s, claim = NULL, claimed_by = NULL
  WHERE {_THIS_CLAIM}"""
 
+# Parked (sql/007): the relay gives up on the row. Its due time becomes the far-future sentinel,
+# so no due scan reads it again; anything that gives it a due time again un-parks it (a trigger).
+PARK: LiteralString = f"""
+UPDATE actor_outbox
+   SET due_at = akter_parked_due(), last_error = %(error)s, parked_at = akter_now(),
+       parked_reason = %(reason)s, claim = NULL, claimed_by = NULL
+ WHERE {_THIS_CLAIM}"""
+
 # --- ownership (real clock) ---
 
 HEARTBEAT: LiteralString = """

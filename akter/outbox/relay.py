@@ -63,7 +63,9 @@ class RelaySettings:
     between scans when no notification arrives. ``claim_lease``: how far a claim pushes a row's due
     time (a dead relay's claimed rows are retried after it). ``heartbeat`` / ``ownership_lease``:
     see ``ownership.py``. ``backoff_base`` / ``backoff_cap``: a failed delivery is retried after
-    ``min(base * 2 ** (attempts - 1), cap)``."""
+    ``min(base * 2 ** (attempts - 1), cap)``. ``max_attempts``: a row whose delivery failed this
+    many times is parked for an operator instead of retried (10 attempts take about 8.5 minutes
+    of back-off with the defaults); see ``delivery.park_reason``."""
 
     concurrency: int = 8
     batch_size: int = 64
@@ -73,13 +75,14 @@ class RelaySettings:
     ownership_lease: timedelta = timedelta(seconds=4)
     backoff_base: timedelta = timedelta(seconds=1)
     backoff_cap: timedelta = timedelta(minutes=5)
+    max_attempts: int = 10
     #: listen for notifications; off only to measure polling
     notifications: bool = True
 
     def __attrs_post_init__(self) -> None:
         problems = []
-        if self.concurrency < 1 or self.batch_size < 1:
-            problems.append("concurrency and batch_size must be at least 1")
+        if self.concurrency < 1 or self.batch_size < 1 or self.max_attempts < 1:
+            problems.append("concurrency, batch_size and max_attempts must be at least 1")
         durations = (
             "poll_interval",
             "claim_lease",

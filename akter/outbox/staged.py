@@ -29,6 +29,7 @@ from cattrs.errors import CattrsError
 from akter import codec
 from akter.errors import CorruptRecord, InvalidInput, InvalidTimerKey
 from akter.ids import ActorRef
+from akter.limits import check_payload
 
 if TYPE_CHECKING:
     from akter.actor.declare import Command
@@ -131,6 +132,7 @@ def build_send(
     expected = command.input
     if isinstance(expected, type) and not isinstance(payload, expected):
         raise InvalidInput(f"{command!r} takes a {expected.__name__}, got {type(payload).__name__}")
+    check_payload(command, payload)  # the receiver's cap, so what commits can be delivered
     after_ms, at_ms = _timing(after, at)
     encoded = codec.encode(payload, expected)
     try:

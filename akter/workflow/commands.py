@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from akter import limits
 from akter.actor.turn import Turn
 from akter.callers import Anonymous, Caller, System, User, principal_of
 from akter.errors import CorruptRecord, InvalidExecutionId
@@ -69,6 +70,7 @@ class InterruptMark:
 
 def stage_start(turn: Turn[Any], workflow: Workflow[Any, Any], payload: Any, key: str | None = None) -> str:
     """Stage a start of ``workflow`` on the turn's actor; return the execution id."""
+    limits.check_payload(workflow.start_command, payload)
     if key is None:
         key = workflow.key(payload) if workflow.key is not None else turn.command_id
         n = sum(1 for s in turn.staged.get(LAYER, []) if isinstance(s, StartMark))

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from psycopg.rows import dict_row
 
-from akter import codec, faults
+from akter import codec, faults, limits
 from akter.errors import ActivityOutcomeUnknown, CompensationFailed, CorruptRecord, Defect, Interrupted
 from akter.ids import ActorRef, ExecutionId
 from akter.outbox.intents import decode_caller
@@ -400,6 +400,7 @@ class Pass:
         try:
             value = await self._call(call.fn, call.args, call.kwargs, step.timeout)
             exit_: dict[str, Any] = exits.encode_ok(value, step.success)
+            limits.check_result(step, exit_["ok"])  # over the cap: this attempt's defect
         except asyncio.CancelledError:
             if key not in self.cancelled:
                 raise  # the pass itself is ending: the recovery timer reruns this attempt

@@ -283,10 +283,18 @@ SELECT fenced, finished
   FROM akter_wf_finish(%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(generation)s, %(eid)s,
                        %(outcome)s, %(result)s, %(interrupt_exit)s, %(drop_steps)s)"""
 
+# An execution whose resume timer the relay parked (sql/007) is blocked too, for that reason.
 POLL: LiteralString = """
-SELECT status, outcome, result, interrupt, blocked_reason
-  FROM actor_workflow_executions
- WHERE routing_key = %(rk)s AND execution_id = %(eid)s"""
+SELECT e.status, e.outcome, e.result, e.interrupt,
+       nullif(concat_ws('; ', e.blocked_reason,
+                        (SELECT 'its resume timer is parked: ' || o.parked_reason
+                           FROM actor_outbox o
+                          WHERE o.routing_key = e.routing_key AND o.tenant = e.tenant
+                            AND o.actor_type = e.actor_type AND o.actor_id = e.actor_id
+                            AND o.timer_key = 'wf:' || e.execution_id AND o.parked_at IS NOT NULL)),
+              '') AS blocked_reason
+  FROM actor_workflow_executions e
+ WHERE e.routing_key = %(rk)s AND e.execution_id = %(eid)s"""
 
 # Retention: finished executions older than the retention, with their steps, in bounded batches.
 PRUNE: LiteralString = """

@@ -39,6 +39,19 @@ def test_actor_reports_every_problem_at_once() -> None:
     assert any("max_state_bytes" in p for p in problems)
 
 
+def test_size_caps_default_to_256_kib_and_must_be_positive() -> None:
+    actor = akter.Actor("Capped", state=State)
+    caps = (actor.max_payload_bytes, actor.max_event_bytes, actor.max_result_bytes)
+    assert caps == (256 * 1024,) * 3
+    with pytest.raises(akter.DeclarationError) as info:
+        akter.Actor("Bad", state=State, max_payload_bytes=0, max_event_bytes=-1, max_result_bytes=1.5)  # type: ignore[arg-type]  # wrong on purpose
+    assert [p.split()[0] for p in info.value.problems] == [
+        "max_payload_bytes",
+        "max_event_bytes",
+        "max_result_bytes",
+    ]
+
+
 def test_reserved_prefix_is_refused() -> None:
     with pytest.raises(akter.DeclarationError, match="reserved prefix"):
         akter.Actor("akter.internal", state=State)

@@ -1,0 +1,346 @@
+"""Parked intents: the rows the relay gave up delivering, and what an operator does about them.
+
+The relay parks a row (``delivery.park_reason``) when its attempts reach ``max_attempts``, or at
+once when no retry can cure the refusal (an expired intent id). A parked row keeps everything it
+had — body, caller, attempts, ``last_error`` — plus ``parked_at`` and ``parked_reason``; its due
+time is a far-future sentinel (``sql/007``), so the relay's due scan never reads it again.
+
+Here, for operators and for the views that show them (``akter inspect parked``, the outbox and
+timer lines of ``akter inspect actor|execution``, ``run.poll().blocked_reason``):
+
+- ``read_parked`` / ``parked_of``: parked rows across actors (optionally one tenant), or one
+  sender's;
+- ``retry``: due now again with a fresh attempt budget, under the **same intent id**, so an
+  earlier delivery that did commit (its receipt exists) is replayed, never run twice. An id past
+  its expiry can only be delivered under a new one (``new_id=True``), which the operator chooses
+  knowing that the receiver can no longer tell whether an earlier attempt took effect;
+- ``delete``: drop it. akter's own intents (``akter.*``: a workflow's resume timer) are refused
+  without ``force=True``, because deleting one leaves its execution with nothing to wake it.
+
+Both writes take the sender's generation row lock first, like every write to an actor's rows,
+and refuse a row that is no longer parked (a keyed replacement or a re-armed timer un-parks it).
+An operator names a parked intent by its id alone; the ``actor_outbox_parked`` partial index
+finds it without a routing key. The ``akter outbox retry|delete`` commands are at the bottom,
+registered in ``akter.cli``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any, LiteralString, NoReturn, TypeVar
+
+import attrs
+import click
+import psycopg
+from psycopg.rows import dict_row
+from returns.result import Failure, Result, Success
+
+from akter.errors import AkterError
+from akter.ids import ActorRef, CommandId
+from akter.outbox import queries
+
+T = TypeVar("T")
+
+EXIT_OK = 0
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
+
+_COLUMNS = """routing_key, tenant, actor_type, actor_id, intent_id, timer_key, target_type, target_id,
+       command, attempts, last_error, parked_at, parked_reason, created_at, akter_now() AS now"""
+
+READ_PARKED: LiteralString = f"""
+SELECT {_COLUMNS}
+  FROM actor_outbox
+ WHERE parked_at IS NOT NULL AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+ ORDER BY parked_at DESC, intent_id
+ LIMIT %(limit)s"""
+
+PARKED_OF: LiteralString = f"""
+SELECT {_COLUMNS}
+  FROM actor_outbox
+ WHERE {queries.SENDER} AND parked_at IS NOT NULL
+ ORDER BY parked_at DESC, intent_id"""
+
+FIND: LiteralString = """
+SELECT routing_key, tenant, actor_type, actor_id
+  FROM actor_outbox
+ WHERE intent_id = %(intent_id)s AND parked_at IS NOT NULL"""
+
+LOCK_SENDER: LiteralString = f"SELECT 1 FROM actor_generations WHERE {queries.SENDER} FOR UPDATE"
+
+# After the lock, in statements of their own (a fresh snapshot sees the commit of any turn the
+# lock waited for, such as a keyed replacement that un-parked the row).
+PARKED_ROW: LiteralString = f"""
+SELECT {_COLUMNS}
+  FROM actor_outbox
+ WHERE {queries.SENDER} AND intent_id = %(intent_id)s AND parked_at IS NOT NULL
+   FOR UPDATE"""
+
+# Due now, attempts from zero; the sql/007 trigger clears parked_at and parked_reason as the due
+# time changes (set here too, so the statement says what it does).
+RETRY: LiteralString = f"""
+UPDATE actor_outbox
+   SET due_at = akter_now(), attempts = 0, parked_at = NULL, parked_reason = NULL,
+       intent_id = CASE WHEN %(new_id)s THEN akter_mint_intent_id(NULL) ELSE intent_id END
+ WHERE {queries.SENDER} AND intent_id = %(intent_id)s AND parked_at IS NOT NULL
+RETURNING intent_id, bucket"""
+
+DELETE: LiteralString = f"""
+DELETE FROM actor_outbox
+ WHERE {queries.SENDER} AND intent_id = %(intent_id)s AND parked_at IS NOT NULL"""
+
+
+@attrs.frozen
+class ParkedIntent:
+    """One parked outbox row: who staged it, for whom, and why the relay gave up."""
+
+    intent_id: str
+    sender: ActorRef
+    target: ActorRef
+    command: str
+    timer_key: str | None
+    attempts: int
+    last_error: str | None
+    parked_at: datetime
+    parked_reason: str
+    created_at: datetime
+    #: the database clock when this was read
+    read_at: datetime
+
+    @property
+    def expires_at(self) -> datetime:
+        return datetime.fromtimestamp(CommandId.parse(self.intent_id).expires_ms / 1000, tz=UTC)
+
+    @property
+    def expired(self) -> bool:
+        """Its receiver refuses this id whatever is retried: only ``retry(new_id=True)`` helps."""
+        return self.expires_at < self.read_at
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> ParkedIntent:
+        tenant = row["tenant"]
+        return cls(
+            intent_id=row["intent_id"],
+            sender=ActorRef(tenant=tenant, actor_type=row["actor_type"], actor_id=row["actor_id"]),
+            target=ActorRef(tenant=tenant, actor_type=row["target_type"], actor_id=row["target_id"]),
+            command=row["command"],
+            timer_key=row["timer_key"],
+            attempts=row["attempts"],
+            last_error=row["last_error"],
+            parked_at=row["parked_at"],
+            parked_reason=row["parked_reason"],
+            created_at=row["created_at"],
+            read_at=row["now"],
+        )
+
+
+async def _rows(conn: psycopg.AsyncConnection[Any], sql: LiteralString, params: dict[str, Any]) -> list[Any]:
+    cur = conn.cursor(row_factory=dict_row)
+    await cur.execute(sql, params)
+    return await cur.fetchall()
+
+
+async def read_parked(
+    conn: psycopg.AsyncConnection[Any], *, tenant: str | None = None, limit: int = 100
+) -> list[ParkedIntent]:
+    """Parked intents of every actor (of ``tenant`` only, when given), most recent first."""
+    rows = await _rows(conn, READ_PARKED, {"tenant": tenant, "limit": limit})
+    return [ParkedIntent.from_row(r) for r in rows]
+
+
+async def parked_of(conn: psycopg.AsyncConnection[Any], sender: ActorRef) -> list[ParkedIntent]:
+    """The parked intents ``sender`` staged (a workflow's resume timer is its owner's)."""
+    return [ParkedIntent.from_row(r) for r in await _rows(conn, PARKED_OF, sender.key_params())]
+
+
+async def _locked(conn: psycopg.AsyncConnection[Any], intent_id: str) -> ParkedIntent | None:
+    """Inside a transaction: the parked row, with its sender's generation row locked."""
+    found = await _rows(conn, FIND, {"intent_id": intent_id})
+    if not found:
+        return None
+    sender = ActorRef(found[0]["tenant"], found[0]["actor_type"], found[0]["actor_id"])
+    params = {**sender.key_params(), "intent_id": intent_id}
+    await conn.execute(LOCK_SENDER, params)
+    rows = await _rows(conn, PARKED_ROW, params)
+    return ParkedIntent.from_row(rows[0]) if rows else None
+
+
+def _not_parked(intent_id: str) -> str:
+    return f"no parked intent {intent_id} (delivered, deleted, replaced or retried meanwhile?)"
+
+
+async def retry(
+    conn: psycopg.AsyncConnection[Any], intent_id: str, *, new_id: bool = False
+) -> Result[ParkedIntent, str]:
+    """Make a parked intent due now with a fresh attempt budget, and wake the relays.
+
+    ``Success``: the row as it was parked, with ``intent_id`` the id it is delivered under.
+    ``Failure``: why not (no such parked row; or its id expired and ``new_id`` was not given)."""
+    async with conn.transaction():
+        parked = await _locked(conn, intent_id)
+        if parked is None:
+            return Failure(_not_parked(intent_id))
+        if parked.expired and not new_id:
+            return Failure(
+                f"intent {intent_id} expired at {parked.expires_at.isoformat()}: its receiver refuses "
+                "that id. Retry it with a new id (--new-id) to deliver it anyway; the receiver cannot "
+                "then tell whether an earlier attempt already took effect"
+            )
+        params = {**parked.sender.key_params(), "intent_id": intent_id, "new_id": new_id}
+        cur = await conn.execute(RETRY, params)
+        row = await cur.fetchone()
+        assert row is not None  # the row is locked and parked
+        delivered_as, bucket = row
+        await conn.execute(queries.NOTIFY, {"bucket_text": str(bucket)})
+    return Success(attrs.evolve(parked, intent_id=delivered_as))
+
+
+async def delete(
+    conn: psycopg.AsyncConnection[Any], intent_id: str, *, force: bool = False
+) -> Result[ParkedIntent, str]:
+    """Delete a parked intent; ``Success`` carries the row as it was. akter's own intents (a
+    workflow's resume timer) need ``force``: without the timer its execution never wakes."""
+    async with conn.transaction():
+        parked = await _locked(conn, intent_id)
+        if parked is None:
+            return Failure(_not_parked(intent_id))
+        if parked.command.startswith("akter.") and not force:
+            return Failure(
+                f"intent {intent_id} is akter's own {parked.command} ({parked.timer_key}): deleting it "
+                "leaves its execution with nothing to wake it. Retry it instead, interrupt the "
+                "execution, or delete it anyway with --force"
+            )
+        await conn.execute(DELETE, {**parked.sender.key_params(), "intent_id": intent_id})
+    return Success(parked)
+
+
+# ---- rendering ----------------------------------------------------------------------------------
+
+
+def _iso(ts: datetime) -> str:
+    return ts.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _one_line(value: object) -> str:
+    return " ".join(str(value).split())
+
+
+def parked_note(parked_at: datetime, parked_reason: str | None) -> str:
+    """How a view shows a parked row where it would show a due time."""
+    return f"PARKED since {_iso(parked_at)}: {_one_line(parked_reason or '')}"
+
+
+def render_parked(parked: Sequence[ParkedIntent]) -> str:
+    lines = [f"parked intents ({len(parked)})"]
+    for p in parked:
+        key = f" (key {p.timer_key})" if p.timer_key else ""
+        lines += [
+            f"  {p.intent_id}",
+            f"      {p.command} from {p.sender} to {p.target}{key}",
+            f"      {parked_note(p.parked_at, p.parked_reason)}",
+            f"      attempts {p.attempts}; staged {_iso(p.created_at)}; id expires {_iso(p.expires_at)}"
+            + (" (expired: retry needs --new-id)" if p.expired else ""),
+        ]
+    return "\n".join(lines)
+
+
+def parked_json(parked: Sequence[ParkedIntent]) -> str:
+    def one(p: ParkedIntent) -> dict[str, Any]:
+        data = attrs.asdict(p, value_serializer=lambda _, __, v: _iso(v) if isinstance(v, datetime) else v)
+        data["sender"], data["target"] = str(p.sender), str(p.target)
+        return data | {"expires_at": _iso(p.expires_at), "expired": p.expired}
+
+    return json.dumps([one(p) for p in parked], indent=2, sort_keys=True)
+
+
+# ---- the commands ---------------------------------------------------------------------------------
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    click.echo(f"akter: {message}", err=True)
+    sys.exit(code)
+
+
+def _run(database_url: str | None, action: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
+    from akter.store.database import resolve_database_url
+
+    async def run() -> T:
+        async with await psycopg.AsyncConnection.connect(
+            url, autocommit=True, application_name="akter-outbox"
+        ) as conn:
+            return await action(conn)
+
+    try:
+        url = resolve_database_url(database_url)
+        return asyncio.run(run())
+    except psycopg.errors.UndefinedColumn:
+        _fail("the database's schema predates parked intents (run `akter migrate`)")
+    except psycopg.errors.UndefinedTable:
+        _fail("the database has no akter schema (run `akter migrate`, or check the URL)")
+    except (AkterError, psycopg.Error) as exc:
+        _fail(f"cannot use the database: {_one_line(exc)}")
+
+
+_database_option = click.option(
+    "--database-url",
+    envvar="AKTER_DATABASE_URL",
+    help="PostgreSQL URL (AKTER_DATABASE_URL); without one, the embedded server.",
+)
+
+
+@click.command("parked")
+@click.option("--tenant", help="Only this tenant's intents.")
+@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of text.")
+@_database_option
+def inspect_parked(*, tenant: str | None, limit: int, as_json: bool, database_url: str | None) -> None:
+    """Outbox intents the relay parked as undeliverable, most recent first, with the reason.
+
+    Fix the cause, then `akter outbox retry ID` (or `akter outbox delete ID`)."""
+    parked = _run(database_url, lambda conn: read_parked(conn, tenant=tenant, limit=limit))
+    click.echo(parked_json(parked) if as_json else render_parked(parked))
+
+
+@click.group("outbox", epilog="Exit codes: 0 done, 1 refused (see the message), 2 usage/database error.")
+def outbox_group() -> None:
+    """Operate on parked outbox intents (list them with `akter inspect parked`)."""
+
+
+def _each(ids: Sequence[str], done: str, act: Callable[[str], Result[ParkedIntent, str]]) -> None:
+    refused = 0
+    for intent_id in ids:
+        match act(intent_id):
+            case Success(parked):
+                click.echo(
+                    f"{done} {parked.intent_id}: {parked.command} from {parked.sender} to {parked.target}"
+                )
+            case Failure(reason):
+                refused += 1
+                click.echo(f"akter: {reason}", err=True)
+    sys.exit(EXIT_REFUSED if refused else EXIT_OK)
+
+
+@outbox_group.command("retry")
+@click.argument("intent_ids", metavar="ID...", nargs=-1, required=True)
+@click.option(
+    "--new-id",
+    is_flag=True,
+    help="Deliver an intent whose id expired under a fresh id (its receiver cannot deduplicate it).",
+)
+@_database_option
+def retry_command(*, intent_ids: tuple[str, ...], new_id: bool, database_url: str | None) -> None:
+    """Make parked intents due now, under their own ids, with a fresh attempt budget."""
+    _each(intent_ids, "due now:", lambda i: _run(database_url, lambda conn: retry(conn, i, new_id=new_id)))
+
+
+@outbox_group.command("delete")
+@click.argument("intent_ids", metavar="ID...", nargs=-1, required=True)
+@click.option("--force", is_flag=True, help="Also delete akter's own intents (a workflow's resume timer).")
+@_database_option
+def delete_command(*, intent_ids: tuple[str, ...], force: bool, database_url: str | None) -> None:
+    """Delete parked intents; they are never delivered."""
+    _each(intent_ids, "deleted", lambda i: _run(database_url, lambda conn: delete(conn, i, force=force)))
