@@ -22,8 +22,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import akter
 from akter import codec
-from akter.errors import CorruptRecord, InvalidInput
+from akter.errors import CorruptRecord, DeclarationError, InvalidInput
 
 laws = settings(deadline=None)
 
@@ -539,3 +540,47 @@ def test_enum_values_must_be_str_or_int() -> None:
     assert codec.unsupported(Box[Shape]) == [
         "Box.item: enum Shape has members whose value is not a str or int: ['POINT']"
     ]
+
+
+def test_an_actor_refuses_unstorable_state_and_events_all_at_once() -> None:
+    @attrs.frozen
+    class Bad:
+        when: complex
+
+    with pytest.raises(DeclarationError) as caught:
+        akter.Actor("BadShop", state=Cart, events=[Bad])
+    named = [p.split(" ", 2)[0] + " " + p.split(" ", 2)[1] for p in caught.value.problems]
+    assert named == [*CART_PROBLEMS, "state type", "Bad.when: complex"]
+
+
+def test_a_command_refuses_unstorable_payload_result_and_error_fields() -> None:
+    shop = akter.Actor("CodecShop", state=Empty)
+
+    def handler(turn: akter.Turn[Empty], cmd: Cart) -> complex:
+        raise NotImplementedError
+
+    with pytest.raises(DeclarationError) as caught:
+        shop.command(errors=[Declined])(handler)
+    problems = caught.value.problems
+    assert [p.split(":")[0] for p in problems] == [
+        *(p.split(":")[0] for p in CART_PROBLEMS),
+        "result",
+        "Declined.why",
+    ]
+
+
+def test_a_workflow_refuses_unstorable_input_output_errors_and_activity_results() -> None:
+    shop = akter.Actor("CodecFlows", state=Empty)
+    with pytest.raises(DeclarationError) as caught:
+        shop.workflow("Bad", input=Cart, output=complex, errors=[OutOfStock])
+    assert [p.split(":")[0] for p in caught.value.problems] == [
+        *(p.split(":")[0] for p in CART_PROBLEMS),
+        "output",
+        "OutOfStock.sku",
+    ]
+    flow = shop.workflow("Good", input=Order, output=Decimal | None)
+    with pytest.raises(DeclarationError, match=r"success: Any"):
+        flow.activity("reserve", success=Any)
+    with pytest.raises(DeclarationError, match=r"OutOfStock\.sku: complex"):
+        flow.activity("release", errors=[OutOfStock])
+    assert flow.activity("charge", success=tuple[Decimal, UUID]).success == tuple[Decimal, UUID]
