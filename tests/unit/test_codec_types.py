@@ -584,3 +584,23 @@ def test_a_workflow_refuses_unstorable_input_output_errors_and_activity_results(
     with pytest.raises(DeclarationError, match=r"OutOfStock\.sku: complex"):
         flow.activity("release", errors=[OutOfStock])
     assert flow.activity("charge", success=tuple[Decimal, UUID]).success == tuple[Decimal, UUID]
+
+
+# -- the manifest sees what the tag stores ---------------------------------------------------------
+
+
+@attrs.frozen
+class Coins:
+    """``Cash`` under another name: the same fields."""
+
+    amount: Decimal
+
+
+def test_renaming_a_record_of_a_tagged_union_changes_its_fingerprint() -> None:
+    from akter.workflow.manifest import fingerprint
+
+    # stored as {"_type": "Cash", ...}: a runner that knows only Coins could not read it back
+    assert fingerprint(Cash | Refund) != fingerprint(Coins | Refund)
+    # X | None is stored untagged: the class name stays free, as for any record
+    assert fingerprint(Cash | None) == fingerprint(Coins | None)
+    assert fingerprint(Cash) == fingerprint(Coins)
