@@ -11,7 +11,8 @@ A turn:
    without running the handler; another caller is ``AccessDenied``; another command or payload is
    ``CommandConflict``; an id past its expiry is ``CommandExpired`` whether or not its receipt was
    pruned;
-4. runs the handler in memory on a ``Turn``;
+4. runs the handler in memory on a ``Turn``, on the state decoded exactly (a stored state of
+   another shape is ``CorruptRecord`` and is left as it is, never replaced by a default);
 5. lets the layers above write what they staged (outbox intents, workflow starts) through
    ``TurnHook``s, then writes state, events and receipt in one statement and commits, in the same
    round trip.
@@ -110,18 +111,18 @@ def _encode_outcome(command: Command[Any, Any, Any], outcome: Outcome) -> bytes:
 
 
 def decode_outcome(command: Command[Any, Any, Any], data: bytes) -> Outcome:
+    """A stored receipt outcome; anything but ``{"ok": v}`` or ``{"error": {"type", "value"}}``
+    of a declared error is ``CorruptRecord`` (``codec.from_primitive`` raises it for values)."""
     primitive = codec.decode_primitive(data)
-    try:
-        if "ok" in primitive:
-            value = primitive["ok"]
+    match primitive:
+        case {"ok": value} if len(primitive) == 1:
             return Success(None if command.output is None else codec.from_primitive(value, command.output))
-        name = primitive["error"]["type"]
-        cls = command.error_named(name)
-        if cls is None:
-            raise CorruptRecord(f"receipt of {command!r} holds error {name!r}, which it no longer declares")
-        return Failure(codec.from_primitive(primitive["error"]["value"], cls))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CorruptRecord(f"receipt of {command!r} cannot be decoded: {exc}") from exc
+        case {"error": {"type": str(name), "value": value}} if len(primitive) == 1:
+            cls = command.error_named(name)
+            if cls is None:
+                raise CorruptRecord(f"receipt of {command!r} holds error {name!r}, no longer declared")
+            return Failure(codec.from_primitive(value, cls))
+    raise CorruptRecord(f"receipt of {command!r} is not an outcome: {primitive!r:.200}")
 
 
 def check_caller(command: Command[Any, Any, Any], caller: Caller) -> None:

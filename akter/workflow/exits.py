@@ -53,27 +53,24 @@ def encode_error(error: BaseException, declared: Sequence[type[Exception]]) -> d
     return {"defect": {"type": name, "message": str(error)}}
 
 
-def decode(exit_: dict[str, Any], as_type: Any, declared: Sequence[type[Exception]]) -> Outcome:
-    try:
-        if "ok" in exit_:
-            value = exit_["ok"]
+def decode(exit_: Any, as_type: Any, declared: Sequence[type[Exception]]) -> Outcome:
+    """A recorded exit as an ``Outcome``. Anything but one of the tagged shapes above, with fields
+    of their types, is ``CorruptRecord`` (values: ``codec.from_primitive`` raises it)."""
+    match exit_:
+        case {"ok": value}:
             return Ok(None if as_type is None or value is None else codec.from_primitive(value, as_type))
-        if "error" in exit_:
-            name = exit_["error"]["type"]
+        case {"error": {"type": str(name), "value": value}}:
             cls = next((e for e in declared if e.__name__ == name), None)
             if cls is None:
                 raise CorruptRecord(f"recorded error {name!r} is no longer declared")
-            return Raise(codec.from_primitive(exit_["error"]["value"], cls))
-        if "defect" in exit_:
-            d = exit_["defect"]
-            if d["type"] == "ActivityOutcomeUnknown":
-                return Raise(ActivityOutcomeUnknown(d["message"]))
-            return Raise(Defect(d["message"], error_type=d["type"]))
-        if "interrupt" in exit_:
+            return Raise(codec.from_primitive(value, cls))
+        case {"defect": {"type": str(name), "message": str(message)}}:
+            if name == "ActivityOutcomeUnknown":
+                return Raise(ActivityOutcomeUnknown(message))
+            return Raise(Defect(message, error_type=name))
+        case {"interrupt": _}:
             return Raise(Interrupted("interrupted"))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CorruptRecord(f"recorded exit {exit_!r} does not decode: {exc}") from exc
-    raise CorruptRecord(f"recorded exit {exit_!r} has no known tag")
+    raise CorruptRecord(f"recorded exit {exit_!r:.200} has no known tag and shape")
 
 
 def is_retryable_defect(exit_: dict[str, Any] | None) -> bool:

@@ -166,3 +166,24 @@ async def test_a_workflow_keeps_decimals_and_a_union_of_records_exact(database_u
         result = await run.result(timeout=60)
     assert result == Success(Receipt(invoice=INVOICE, total=Decimal("39.80"), method=Transfer("DE89 3704")))
     assert str(result.unwrap().total) == "39.80"
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [b"[1,2]", b'{"zzz":1}', b'{"balance":19.9}', b'{"balance":"19.90","methods":[{"last4":"1"}]}'],
+    ids=["list", "unknown-key", "float-for-decimal", "untagged-union"],
+)
+async def test_stored_state_of_another_shape_is_a_corrupt_record_and_is_kept(
+    database_url: str, peek: Peek, stored: bytes
+) -> None:
+    app = akter.App([Billing], database_url=database_url)
+    async with app.client() as client:
+        ledger = client.actor(Billing, "acct-3", tenant="acme")
+        await ledger.send(charge, GOOD)
+        bad = codec.frame(stored)
+        await peek.rows("UPDATE actor_state SET state = %s WHERE actor_id = 'acct-3' RETURNING 1", bad)
+        before = await _counts(peek)
+        with pytest.raises(akter.CorruptRecord, match="Ledger"):
+            await ledger.send(charge, GOOD)
+    assert await peek.value("SELECT state FROM actor_state WHERE actor_id = 'acct-3'") == bad
+    assert await _counts(peek) == before

@@ -9,6 +9,7 @@ once, by its path."""
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 from collections.abc import Mapping, Sequence
@@ -604,3 +605,66 @@ def test_renaming_a_record_of_a_tagged_union_changes_its_fingerprint() -> None:
     # X | None is stored untagged: the class name stays free, as for any record
     assert fingerprint(Cash | None) == fingerprint(Coins | None)
     assert fingerprint(Cash) == fingerprint(Coins)
+
+
+# -- recorded exits and receipts of another shape ---------------------------------------------------
+
+
+@attrs.frozen(auto_exc=True)
+class Refused(Exception):
+    reason: str
+
+
+@pytest.mark.parametrize(
+    "exit_",
+    [
+        None,
+        [1, 2],
+        "ok",
+        {},
+        {"winner": 0},
+        {"ok": {"amount": 1.5}},
+        {"ok": {"amount": "1", "zzz": 0}},
+        {"error": "Refused"},
+        {"error": {"type": "Refused"}},
+        {"error": {"type": ["Refused"], "value": {}}},
+        {"error": {"type": "Refused", "value": {"reason": 5}}},
+        {"error": {"type": "Gone", "value": {}}},
+        {"defect": {"type": 1, "message": "boom"}},
+        {"defect": {"message": "boom"}},
+    ],
+    ids=repr,
+)
+def test_a_recorded_exit_of_another_shape_is_a_corrupt_record(exit_: Any) -> None:
+    from akter.workflow import exits
+
+    with pytest.raises(CorruptRecord):
+        exits.decode(exit_, Cash, [Refused])
+
+
+@laws
+@given(json_values)
+def test_any_recorded_exit_decodes_or_is_a_corrupt_record(exit_: Any) -> None:
+    from akter.workflow import exits
+
+    # whatever it is, it is an outcome or a CorruptRecord: nothing else escapes
+    with contextlib.suppress(CorruptRecord):
+        exits.decode(exit_, Cash, [Refused])
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [b"[]", b'{"ok":"1","error":{}}', b'{"ok":5}', b'{"error":{"type":"Refused","value":{}}}', b'"ok"'],
+    ids=repr,
+)
+def test_a_receipt_of_another_shape_is_a_corrupt_record(stored: bytes) -> None:
+    from akter.actor.kernel import decode_outcome
+
+    Receipts = akter.Actor("Receipts", state=Empty)
+
+    @Receipts.command(errors=[Refused])
+    def pay(turn: akter.Turn[Empty], cmd: Empty) -> Decimal:
+        raise NotImplementedError
+
+    with pytest.raises(CorruptRecord):
+        decode_outcome(pay, codec.frame(stored))
