@@ -116,7 +116,8 @@ def build_send(
     key: str | None = None,
     internal: bool = False,
 ) -> Send:
-    """Validate a send and encode its payload now, so that a bad one fails in the handler."""
+    """Validate a send and encode its payload now, so that a bad one (of another type, or with a
+    field that would not read back: ``codec.check``) fails in the handler."""
     if not internal and command.name.startswith("akter."):
         raise InvalidInput(f"{command!r} is akter's own; it cannot be sent from a handler")
     ref = _target(turn, target, command)
@@ -127,7 +128,8 @@ def build_send(
     return Send(
         target=ref,
         command=command.name,
-        payload=codec.encode(payload, expected),
+        # checked now, in the handler: a payload that would not read back is the handler's bug
+        payload=codec.frame(codec.check(payload, expected)),
         after_ms=after_ms,
         at_ms=at_ms,
         key=None if key is None else check_key(key, internal=internal),

@@ -8,13 +8,15 @@ and stays byte for byte as it was, never replaced by a default."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
 import attrs
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from returns.result import Success
 
 import akter
@@ -187,3 +189,75 @@ async def test_stored_state_of_another_shape_is_a_corrupt_record_and_is_kept(
             await ledger.send(charge, GOOD)
     assert await peek.value("SELECT state FROM actor_state WHERE actor_id = 'acct-3'") == bad
     assert await _counts(peek) == before
+
+
+# -- wrong types at the door: only akter's errors, and nothing written -----------------------------
+
+#: each Charge field with values of another type (an int for the Decimal would be refused too)
+WRONG: dict[str, st.SearchStrategy[Any]] = {
+    "invoice": st.text(max_size=8) | st.integers() | st.none(),
+    "amount": st.floats()
+    | st.integers()
+    | st.text(max_size=8)
+    | st.decimals().filter(lambda d: not d.is_finite()),
+    "at": st.datetimes(timezones=st.none()) | st.text(max_size=8) | st.integers() | st.dates(),
+    "method": st.builds(Forward, st.text(max_size=4)) | st.text(max_size=4) | st.none() | st.integers(),
+}
+wrong_charges = st.sampled_from(sorted(WRONG)).flatmap(
+    lambda name: WRONG[name].map(lambda value: attrs.evolve(GOOD, **{name: value}))
+)
+at_the_door = settings(
+    deadline=None, max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+@pytest.fixture
+async def billing(database_url: str) -> Any:
+    app = akter.App([Billing], database_url=database_url)
+    async with app.client() as client:
+        yield client.actor(Billing, "door", tenant="acme")
+
+
+@at_the_door
+@given(payload=wrong_charges, how=st.sampled_from(["send", "start", "turn.send", "turn.start"]))
+async def test_a_wrong_typed_payload_is_refused_and_nothing_is_written(
+    billing: Any, peek: Peek, payload: Charge, how: str
+) -> None:
+    STAGED["charge"] = payload
+    attempts = {
+        "send": lambda: billing.send(charge, payload),
+        "start": lambda: billing.start(Settle, payload),
+        "turn.send": lambda: billing.send(forward, Forward(to="elsewhere")),
+        "turn.start": lambda: billing.send(start_staged, Forward(to="door")),
+    }
+    with pytest.raises(akter.AkterError) as caught:
+        await attempts[how]()
+    # at the door, the caller's input; inside a handler, the handler's defect
+    assert isinstance(caught.value, akter.InvalidInput if how in ("send", "start") else akter.Defect)
+    assert await _counts(peek) == dict.fromkeys(TABLES, 0)
+
+
+@pytest.mark.parametrize(
+    ("what", "value"),
+    [
+        ("state", Ledger(balance=19.9)),  # type: ignore[arg-type]
+        ("state", Ledger(last_charge=datetime(2026, 12, 1))),  # naive
+        ("state", Ledger(methods=[Card("1")])),  # type: ignore[arg-type]
+        ("event", Charged(invoice="x", amount=Decimal(1), method=Card("1"))),  # type: ignore[arg-type]
+    ],
+    ids=["float-balance", "naive-datetime", "list-for-tuple", "str-for-uuid"],
+)
+async def test_a_handler_leaving_what_cannot_be_read_back_is_a_defect_and_writes_nothing(
+    billing: Any, peek: Peek, what: str, value: Any
+) -> None:
+    STAGED[what] = value
+    with pytest.raises(akter.Defect, match="cannot be stored"):
+        await billing.send(leave_state if what == "state" else emit_bad, Forward(to="door"))
+    assert await _counts(peek) == dict.fromkeys(TABLES, 0)
+
+
+async def test_a_refused_payload_names_its_field(billing: Any) -> None:
+    with pytest.raises(akter.InvalidInput, match=r"Charge\.amount: expected Decimal, got float 19\.9"):
+        await billing.send(charge, attrs.evolve(GOOD, amount=19.9))
+    with pytest.raises(akter.InvalidInput, match=r"Charge\.at: datetime .* is naive"):
+        await billing.send(charge, attrs.evolve(GOOD, at=AT.replace(tzinfo=None) + timedelta(0)))
