@@ -83,7 +83,9 @@ class SchemaTooNew(SchemaError):
 
 
 class InvalidInput(AkterError, ValueError):
-    """Input from a caller is malformed. Nothing was read or written on its behalf."""
+    """Input from a caller is malformed. Nothing was read or written on its behalf. A payload
+    that would not read back as it was sent (a field of the wrong type, a naive datetime, a value
+    JSON cannot hold) is one; its message names the field (``Ping.n: expected int, got str``)."""
 
 
 class InvalidActorId(InvalidInput):
@@ -195,7 +197,9 @@ class ResultTooLarge(AkterError):
 
 
 class CorruptRecord(AkterError):
-    """A stored row could not be decoded. The row is left untouched for inspection."""
+    """A stored row could not be decoded: not framed JSON, or JSON of another shape than its
+    declared type (an unknown key, a missing required field, ``"5"`` for an ``int``). Nothing is
+    decoded to a default; the row is left untouched for inspection."""
 
 
 class UndeliverableIntent(AkterError):

@@ -9,7 +9,7 @@ sender of an intent all apply the same numbers.
 
 Where each is checked, always before anything is written:
 
-- a **command payload**, in the kernel before a turn opens a transaction (``payload_json``):
+- a **command payload**, in the kernel before a turn opens a transaction (``payload_within_cap``):
   sends through a client, an activity's client and the relay's deliveries. A ``Turn.send`` is
   checked in the handler (``check_payload``), so a turn that stages an oversized intent fails as
   a ``Defect`` and stages nothing. A **workflow input** is its start command's payload: the
@@ -39,13 +39,17 @@ DEFAULT_MAX_EVENT_BYTES = 256 * KIB
 DEFAULT_MAX_RESULT_BYTES = 256 * KIB
 
 
-def payload_json(command: Command[Any, Any, Any], primitive: Any) -> bytes:
-    """The canonical JSON of a command payload (already unstructured), within the cap."""
-    body = codec.canonical_json(primitive)
+def payload_within_cap(command: Command[Any, Any, Any], body: bytes) -> bytes:
+    """A command payload's canonical JSON, refused when over its actor type's cap."""
     limit = command.actor.max_payload_bytes
     if len(body) > limit:
         raise PayloadTooLarge(f"the payload of {command!r}", len(body), limit)
     return body
+
+
+def payload_json(command: Command[Any, Any, Any], primitive: Any) -> bytes:
+    """The canonical JSON of a command payload (already unstructured), within the cap."""
+    return payload_within_cap(command, codec.canonical_json(primitive))
 
 
 def check_payload(command: Command[Any, Any, Any], payload: object) -> None:
@@ -53,9 +57,8 @@ def check_payload(command: Command[Any, Any, Any], payload: object) -> None:
     payload_json(command, codec.to_primitive(payload, command.input))
 
 
-def event_json(actor: Actor[Any], tag: str, event: object) -> bytes:
-    """The canonical JSON of an emitted event, within the cap."""
-    body = codec.canonical_json(codec.to_primitive(event))
+def event_within_cap(actor: Actor[Any], tag: str, body: bytes) -> bytes:
+    """An emitted event's canonical JSON, refused when over its actor type's cap."""
     if len(body) > actor.max_event_bytes:
         raise EventTooLarge(actor.name, tag, len(body), actor.max_event_bytes)
     return body

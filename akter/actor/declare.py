@@ -2,9 +2,10 @@
 
 Declarations live at module level and are validated when made: one ``DeclarationError`` lists
 every problem at once (a missing annotation, a duplicate name, a state type that cannot be built
-empty). Nothing here touches the database; ``kernel.py`` runs a declared command as a turn and
-``client.py`` addresses declared actors. Workflow members plug in from ``akter.workflow`` through
-``Actor.extensions`` without this module knowing about them.
+empty, every field of a state, event, payload, result or error type the codec cannot store, by its
+path: ``Cart.total: complex ...``). Nothing here touches the database; ``kernel.py`` runs a
+declared command as a turn and ``client.py`` addresses declared actors. Workflow members plug in
+from ``akter.workflow`` through ``Actor.extensions`` without this module knowing about them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
 import attrs
 
+from akter import codec
 from akter.callers import Anonymous, Caller, System, User
 from akter.errors import DeclarationError
 from akter.ids import MAX_ACTOR_TYPE_BYTES
@@ -94,8 +96,12 @@ def _handler_types(handler: Callable[..., Any], problems: list[str]) -> tuple[An
         payload_type = hints.get(params[1].name)
         if payload_type is None:
             problems.append(f"annotate the payload parameter {params[1].name!r} with its type")
+        else:
+            problems.extend(codec.unsupported(payload_type, "payload"))
     if "return" not in hints:
         problems.append("annotate the handler's return type (-> None when it returns nothing)")
+    else:
+        problems.extend(codec.unsupported(hints["return"], "result"))
     return payload_type, hints.get("return")
 
 
@@ -109,6 +115,8 @@ def _error_problems(errors: Sequence[type[Exception]]) -> list[str]:
                 f"declared error {err.__name__} must be an attrs class "
                 f"(@attrs.frozen(auto_exc=True)) so its fields survive storage"
             )
+        else:
+            problems.extend(codec.unsupported(err))
     if len({getattr(e, "__name__", repr(e)) for e in errors}) != len(errors):
         problems.append("two declared errors share a class name")
     return problems
@@ -161,16 +169,19 @@ class Actor(Generic[S]):
             problems.append(f"name {name!r} uses the reserved prefix {RESERVED_PREFIX!r}")
         if not _is_attrs_class(state):
             problems.append(f"state type {state!r} must be an attrs class")
-        elif initial is None and not _can_build_empty(state):
-            problems.append(
-                f"state type {state.__name__} has fields without defaults; give every field a "
-                f"default or pass initial="
-            )
+        else:
+            problems.extend(codec.unsupported(state))
+            if initial is None and not _can_build_empty(state):
+                problems.append(
+                    f"state type {state.__name__} has fields without defaults; give every field a "
+                    f"default or pass initial="
+                )
         seen: dict[str, type] = {}
         for ev in events:
             if not _is_attrs_class(ev):
                 problems.append(f"event type {ev!r} must be an attrs class")
                 continue
+            problems.extend(codec.unsupported(ev))
             if ev.__name__ in seen:
                 problems.append(f"two event types are named {ev.__name__}")
             seen[ev.__name__] = ev

@@ -3,8 +3,8 @@
 A turn:
 
 1. refuses what needs no database (an internal command from a non-System caller, a caller the
-   access policy refuses, a payload of the wrong type or over its actor type's cap) — nothing
-   is opened;
+   access policy refuses, a payload that would not read back as it was sent (``codec.check``)
+   or is over its actor type's cap) — nothing is opened;
 2. takes the actor's row lock (creating the row on first use) and, in the same round trip, reads
    the state and the receipt of this command id as they stand once the lock is granted
    (``queries.LOAD``, the ``akter_turn_load`` procedure);
@@ -12,7 +12,9 @@ A turn:
    without running the handler; another caller is ``AccessDenied``; another command or payload is
    ``CommandConflict``; an id past its expiry is ``CommandExpired`` whether or not its receipt was
    pruned;
-4. runs the handler in memory on a ``Turn``;
+4. runs the handler in memory on a ``Turn``, on the state decoded exactly (a stored state of
+   another shape is ``CorruptRecord`` and is left as it is, never replaced by a default); the
+   state and events it leaves must read back as they are (else ``Defect``);
 5. lets the layers above write what they staged (outbox intents, workflow starts) through
    ``TurnHook``s, then writes state, events and receipt in one statement and commits, in the same
    round trip; what a layer must do once the turn committed it registers on the record
@@ -30,7 +32,6 @@ deadline. ``client.py`` drives this module; ``turn.py`` is what the handler sees
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import random
 import time
@@ -120,18 +121,18 @@ def _encode_outcome(command: Command[Any, Any, Any], outcome: Outcome) -> bytes:
 
 
 def decode_outcome(command: Command[Any, Any, Any], data: bytes) -> Outcome:
+    """A stored receipt outcome; anything but ``{"ok": v}`` or ``{"error": {"type", "value"}}``
+    of a declared error is ``CorruptRecord`` (``codec.from_primitive`` raises it for values)."""
     primitive = codec.decode_primitive(data)
-    try:
-        if "ok" in primitive:
-            value = primitive["ok"]
+    match primitive:
+        case {"ok": value} if len(primitive) == 1:
             return Success(None if command.output is None else codec.from_primitive(value, command.output))
-        name = primitive["error"]["type"]
-        cls = command.error_named(name)
-        if cls is None:
-            raise CorruptRecord(f"receipt of {command!r} holds error {name!r}, which it no longer declares")
-        return Failure(codec.from_primitive(primitive["error"]["value"], cls))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CorruptRecord(f"receipt of {command!r} cannot be decoded: {exc}") from exc
+        case {"error": {"type": str(name), "value": value}} if len(primitive) == 1:
+            cls = command.error_named(name)
+            if cls is None:
+                raise CorruptRecord(f"receipt of {command!r} holds error {name!r}, no longer declared")
+            return Failure(codec.from_primitive(value, cls))
+    raise CorruptRecord(f"receipt of {command!r} is not an outcome: {primitive!r:.200}")
 
 
 def check_caller(command: Command[Any, Any, Any], caller: Caller) -> None:
@@ -142,11 +143,12 @@ def check_caller(command: Command[Any, Any, Any], caller: Caller) -> None:
         raise AccessDenied(f"{caller!r} may not send {command!r}")
 
 
-def _payload_primitive(command: Command[Any, Any, Any], payload: object) -> Any:
+def _payload_json(command: Command[Any, Any, Any], payload: object) -> bytes:
+    """The payload's canonical JSON, once ``codec.check`` proved it reads back as sent."""
     expected = command.input
     if isinstance(expected, type) and not isinstance(payload, expected):
         raise InvalidInput(f"{command!r} takes a {expected.__name__}, got {type(payload).__name__}")
-    return codec.to_primitive(payload, expected)
+    return codec.check(payload, expected)
 
 
 @attrs.frozen
@@ -177,15 +179,14 @@ async def run_turn(  # noqa: PLR0917 -- the relay's delivery (akter/outbox) call
     if ref.actor_type != command.actor.name:
         raise InvalidInput(f"{command!r} cannot be sent to {ref}")
     check_caller(command, caller)
-    primitive = _payload_primitive(command, payload)
-    body = limits.payload_json(command, primitive)
+    body = limits.payload_within_cap(command, _payload_json(command, payload))
     request = _Request(
         command=command,
         ref=ref,
         payload=payload,
         caller=caller,
         command_id=command_id,
-        payload_hash=hashlib.sha256(body).digest(),  # codec.digest(primitive), from the JSON built once
+        payload_hash=codec.digest_json(body),
         params={**ref.key_params(), "command_id": str(command_id)},
     )
     deadline = time.monotonic() + options.busy_timeout.total_seconds()
@@ -311,7 +312,7 @@ def _prepare_write(
     }
     events: tuple[tuple[int, str, object], ...] = ()
     if isinstance(outcome, Success):
-        state_json = codec.canonical_json(codec.to_primitive(turn._state, actor.state_type))
+        state_json = _storable(command, "state", turn._state, actor.state_type)
         if len(state_json) > actor.max_state_bytes:
             raise StateTooLarge(actor.name, len(state_json), actor.max_state_bytes)
         framed = codec.frame(state_json)
@@ -320,7 +321,9 @@ def _prepare_write(
         events = tuple((row.event_seq + 1 + i, actor.event_tag(e), e) for i, e in enumerate(turn._events))
         for i, (_, tag, event) in enumerate(events):
             write[f"tag{i}"] = tag
-            write[f"value{i}"] = codec.frame(limits.event_json(actor, tag, event))
+            write[f"value{i}"] = codec.frame(
+                limits.event_within_cap(actor, tag, _storable(command, "event", event, type(event)))
+            )
     record = Committed(
         ref=request.ref,
         command=command.name,
@@ -331,6 +334,17 @@ def _prepare_write(
         events=events,
     )
     return write, record
+
+
+def _storable(command: Command[Any, Any, Any], what: str, value: object, as_type: Any) -> bytes:
+    """The canonical JSON of a state or event the handler left. One that would not read back as
+    it is (a field of the wrong type) is the handler's defect: stored, it would make every later
+    turn (or wait) a ``CorruptRecord``."""
+    try:
+        return codec.check(value, as_type)
+    except InvalidInput as exc:
+        message = f"{command!r} left a {what} that cannot be stored: {exc}"
+        raise Defect(message, error_type="InvalidInput") from exc
 
 
 def _replay(request: _Request, row: queries.Loaded) -> Committed:

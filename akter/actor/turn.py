@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from akter import codec
 from akter.callers import Caller, Principal, principal_of
 from akter.errors import InvalidInput, TurnClosed
 from akter.ids import ActorRef
@@ -103,6 +104,10 @@ class Turn(Generic[S]):
             raise InvalidInput(
                 f"{workflow!r} is not a member of {self.ref.actor_type}; start it through a send"
             )
+        expected = workflow.input
+        if not isinstance(payload, expected):
+            raise InvalidInput(f"{workflow!r} takes a {expected.__name__}, got {type(payload).__name__}")
+        codec.check(payload, expected)  # a payload that would not read back could never run
         return _MEMBER_KINDS["start"](self, workflow, payload, key)  # type: ignore[no-any-return]
 
     def stage(self, layer: str, item: Any) -> None:

@@ -29,7 +29,7 @@ from cattrs.errors import CattrsError
 from akter import codec
 from akter.errors import CorruptRecord, InvalidInput, InvalidTimerKey
 from akter.ids import ActorRef
-from akter.limits import check_payload
+from akter.limits import payload_within_cap
 
 if TYPE_CHECKING:
     from akter.actor.declare import Command
@@ -125,16 +125,19 @@ def build_send(
     key: str | None = None,
     internal: bool = False,
 ) -> Send:
-    """Validate a send and encode its payload now, so that a bad one fails in the handler."""
+    """Validate a send and encode its payload now, so that a bad one (of another type, or with a
+    field that would not read back: ``codec.check``) fails in the handler."""
     if not internal and command.name.startswith("akter."):
         raise InvalidInput(f"{command!r} is akter's own; it cannot be sent from a handler")
     ref = _target(turn, target, command)
     expected = command.input
     if isinstance(expected, type) and not isinstance(payload, expected):
         raise InvalidInput(f"{command!r} takes a {expected.__name__}, got {type(payload).__name__}")
-    check_payload(command, payload)  # the receiver's cap, so what commits can be delivered
+    # checked now, in the handler: a payload that would not read back is the handler's bug, and
+    # one over the receiver's cap could never be delivered
+    body = payload_within_cap(command, codec.check(payload, expected))
     after_ms, at_ms = _timing(after, at)
-    encoded = codec.encode(payload, expected)
+    encoded = codec.frame(body)
     try:
         decode_payload(encoded, expected)
     except CorruptRecord as exc:

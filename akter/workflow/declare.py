@@ -16,7 +16,9 @@ A step called from the body returns an effect value (``effects.py``); the driver
 interprets it. Declaring a step while a body runs is a defect ("unregistered step"): a step
 created at run time would have no stable identity to replay against. Declaring the workflow also
 registers its start command (public, named after the member) and its interrupt command (public,
-``akter.wf.interrupt:<name>``) on the actor.
+``akter.wf.interrupt:<name>``) on the actor. Every type a workflow stores (input, output, activity
+results, declared errors' fields) is checked by ``codec.unsupported`` when declared, so an
+unstorable one is refused here with its path.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 import attrs
 from returns.maybe import Maybe
 
+from akter import codec
 from akter.errors import DeclarationError, EffectDefect
 
 if TYPE_CHECKING:
@@ -43,6 +46,17 @@ T = TypeVar("T")
 E = TypeVar("E")
 
 _STEP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}")
+
+
+def _error_problems(errors: Sequence[type[Exception]]) -> list[str]:
+    """Declared errors are attrs exceptions whose every field the codec can store."""
+    problems: list[str] = []
+    for err in errors:
+        if not (isinstance(err, type) and issubclass(err, Exception) and attrs.has(err)):
+            problems.append(f"declared error {err!r} must be an attrs Exception class")
+        else:
+            problems.extend(codec.unsupported(err))
+    return problems
 
 
 @attrs.frozen
@@ -197,11 +211,10 @@ class Workflow(Generic[I, O]):
             problems.append(f"{actor.name} already declares a workflow named {name!r}")
         if not (isinstance(input, type) and attrs.has(input)):
             problems.append(f"input type {input!r} must be an attrs class")
-        problems.extend(
-            f"declared error {err!r} must be an attrs Exception class"
-            for err in errors
-            if not (isinstance(err, type) and issubclass(err, Exception) and attrs.has(err))
-        )
+        else:
+            problems.extend(codec.unsupported(input))
+        problems.extend(codec.unsupported(output, "output"))
+        problems.extend(_error_problems(errors))
         if key is not None and not callable(key):
             problems.append("key must be a callable input -> str")
         for marker, rng in (versions or {}).items():
@@ -280,12 +293,9 @@ class Workflow(Generic[I, O]):
         timeout: timedelta | None = None,
     ) -> ActivityStep[Any]:
         """Declare an activity step; ``success`` is its result type (None for no result)."""
-        for err in errors:
-            if not (isinstance(err, type) and issubclass(err, Exception) and attrs.has(err)):
-                raise DeclarationError(
-                    f"activity {self.name}.{name}",
-                    [f"declared error {err!r} must be an attrs Exception class"],
-                )
+        problems = [*codec.unsupported(success, "success"), *_error_problems(errors)]
+        if problems:
+            raise DeclarationError(f"activity {self.name}.{name}", problems)
         step: ActivityStep[Any] = ActivityStep(
             workflow=self,
             name=name,

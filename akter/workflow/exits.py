@@ -68,32 +68,28 @@ def encode_error(error: BaseException, declared: Sequence[type[Exception]]) -> d
     return {"defect": {"type": name, "message": str(error)}}
 
 
-def decode(exit_: dict[str, Any], as_type: Any, declared: Sequence[type[Exception]]) -> Outcome:
-    try:
-        if "ok" in exit_:
-            value = exit_["ok"]
+def decode(exit_: Any, as_type: Any, declared: Sequence[type[Exception]]) -> Outcome:
+    """A recorded exit as an ``Outcome``. Anything but one of the tagged shapes above, with fields
+    of their types, is ``CorruptRecord`` (values: ``codec.from_primitive`` raises it)."""
+    match exit_:
+        case {"ok": value}:
             return Ok(None if as_type is None or value is None else codec.from_primitive(value, as_type))
-        if "error" in exit_:
-            name = exit_["error"]["type"]
+        case {"error": {"type": str(name), "value": value}}:
             cls = next((e for e in declared if e.__name__ == name), None)
             if cls is None:
                 raise CorruptRecord(f"recorded error {name!r} is no longer declared")
-            return Raise(codec.from_primitive(exit_["error"]["value"], cls))
-        if "defect" in exit_:
-            d = exit_["defect"]
-            if d["type"] == "ActivityOutcomeUnknown":
-                return Raise(ActivityOutcomeUnknown(d["message"]))
-            return Raise(Defect(d["message"], error_type=d["type"]))
-        if "interrupt" in exit_:
+            return Raise(codec.from_primitive(value, cls))
+        case {"defect": {"type": str(name), "message": str(message)}}:
+            if name == "ActivityOutcomeUnknown":
+                return Raise(ActivityOutcomeUnknown(message))
+            return Raise(Defect(message, error_type=name))
+        case {"interrupt": _}:
             return Raise(Interrupted("interrupted"))
-        if "compensation_failed" in exit_:
-            body = exit_["compensation_failed"]
-            original = None if body["original"] is None else decode(body["original"], as_type, declared)
-            error = original.error if isinstance(original, Raise) else None
-            return Raise(CompensationFailed(error, tuple(str(f) for f in body["failures"])))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CorruptRecord(f"recorded exit {exit_!r} does not decode: {exc}") from exc
-    raise CorruptRecord(f"recorded exit {exit_!r} has no known tag")
+        case {"compensation_failed": {"original": original, "failures": list(failures)}}:
+            body = None if original is None else decode(original, as_type, declared)
+            error = body.error if isinstance(body, Raise) else None
+            return Raise(CompensationFailed(error, tuple(str(f) for f in failures)))
+    raise CorruptRecord(f"recorded exit {exit_!r:.200} has no known tag and shape")
 
 
 def is_abandoned(exit_: dict[str, Any]) -> bool:

@@ -41,7 +41,10 @@ an attrs class or a dataclass          ``{"fields": {"<field name>": <fingerprin
                                        are skipped), by name, types resolved
 an ``enum.Enum``                       ``{"enum": [<member values>]}``, values sorted
 ``Literal[a, b]``                      ``{"literal": [a, b]}``, sorted
-``X | Y``, ``Optional[X]``             ``{"union": [<fingerprint>, ...]}``, sorted
+``X | Y``, ``Optional[X]``             ``{"union": [<fingerprint>, ...]}``, sorted; in a
+                                       union of two or more records each of them also
+                                       carries ``"tag": "<class __name__>"``, the name
+                                       the codec stores it under
 ``list[X]``, ``dict[K, V]``, ...       ``{"generic": "list", "args": [<fingerprint>, ...]}``
 ``Annotated[X, ...]``, a ``NewType``   the fingerprint of ``X`` / of its supertype
 a class met again inside itself        ``{"recursive": n}``: n levels up
@@ -51,8 +54,8 @@ any other class                        ``"<module>.<qualname>"``, e.g. ``"dateti
 So what is free: the class's own name, the Python variable a type, step or body is bound to,
 the order of fields, of steps, of errors, of union members, defaults. What is not: a field's
 name, its type, adding or removing a field, at any depth — every change that would make a
-stored value read differently. Declared errors and wait events are named by their class name,
-because that is how they are stored.
+stored value read differently. Declared errors, wait events and the records of a union of
+records are named by their class name, because that is how they are stored.
 """
 
 from __future__ import annotations
@@ -103,7 +106,17 @@ def _fingerprint(tp: Any, stack: tuple[Any, ...]) -> Fingerprint:  # noqa: PLR09
     if origin is typing.Annotated:
         return _fingerprint(typing.get_args(tp)[0], stack)
     if origin is typing.Union or origin is types.UnionType:
-        return {"union": _sorted(_fingerprint(a, stack) for a in typing.get_args(tp))}
+        members = typing.get_args(tp)
+        records = [m for m in members if _is_record(m)]
+        return {
+            "union": _sorted(
+                # a union of two or more records stores each under its class name (codec.TAG)
+                {"tag": _record_class(m).__name__, **_fingerprint(m, stack)}
+                if len(records) > 1 and m in records
+                else _fingerprint(m, stack)
+                for m in members
+            )
+        }
     if origin is typing.Literal:
         return {"literal": _sorted(_value(a) for a in typing.get_args(tp))}
     cls = origin if origin is not None else tp
@@ -119,6 +132,15 @@ def _fingerprint(tp: Any, stack: tuple[Any, ...]) -> Fingerprint:  # noqa: PLR09
         # An annotation that could not be resolved: its text is all there is to compare.
         return {"unresolved": tp}
     return _name(tp)
+
+
+def _record_class(tp: Any) -> Any:
+    return typing.get_origin(tp) or tp
+
+
+def _is_record(tp: Any) -> bool:
+    cls = _record_class(tp)
+    return isinstance(cls, type) and (attrs.has(cls) or dataclasses.is_dataclass(cls))
 
 
 def _value(value: Any) -> Any:
