@@ -1,8 +1,9 @@
 """The ``akter`` command: one click group, one subcommand per operational task.
 
 ``akter migrate`` applies the schema (``akter.store.migrate``); ``akter relay APP`` runs the relay
-process (``akter.outbox.relay``) for an ``akter.App`` named ``module:attribute``. Each subcommand
-reads its settings from flags first, then ``AKTER_*`` environment variables. Exit codes are the
+process (``akter.outbox.relay``) for an ``akter.App`` named ``module:attribute``, imported from
+the current directory first (``akter.cli_support.load_app``). Each subcommand reads its settings
+from flags first, then ``AKTER_*`` environment variables. Exit codes are the
 same for every subcommand::
 
     0  finished cleanly (the relay drained after SIGTERM or SIGINT)
@@ -20,7 +21,6 @@ Logs go to stderr as ``time level logger message key=value ...`` lines.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import signal
 import sys
@@ -31,8 +31,11 @@ import click
 import psycopg
 import psycopg_pool
 
+from akter.cli_support import fail_with, load_app
 from akter.errors import AkterError, ConfigurationError
 from akter.workflow.check import workflows
+
+__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "load_app", "main"]
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -88,27 +91,6 @@ def migrate(database_url: str | None) -> None:
     except (AkterError, psycopg.Error) as exc:
         _fail(str(exc))
     click.echo(f"migrated {describe(url)}: applied {applied or 'nothing (already current)'}")
-
-
-def load_app(path: str) -> Any:
-    """Import ``module:attribute`` and return the ``akter.App`` it names."""
-    from akter.app import App
-
-    module_name, sep, attribute = path.partition(":")
-    if not sep or not module_name or not attribute:
-        raise ConfigurationError(f"APP must be module:attribute, got {path!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigurationError(f"cannot import {module_name!r}: {exc}") from exc
-    app = module
-    for part in attribute.split("."):
-        if not hasattr(app, part):
-            raise ConfigurationError(f"{module_name!r} has no attribute {attribute!r}")
-        app = getattr(app, part)
-    if not isinstance(app, App):
-        raise ConfigurationError(f"{path} is a {type(app).__name__}, not an akter.App")
-    return app
 
 
 def _seconds(value: float) -> timedelta:
@@ -209,7 +191,7 @@ def relay(
     try:
         app = load_app(app_path)
     except ConfigurationError as exc:
-        _fail(str(exc))
+        fail_with(exc)
     if database_url:
         app.database_url = database_url
     sys.exit(asyncio.run(_run_relay(app, settings)))

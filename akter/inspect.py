@@ -28,7 +28,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from akter import codec
-from akter.errors import AkterError, CorruptRecord
+from akter.errors import AkterError, ConfigurationError, CorruptRecord
 from akter.ids import ActorRef, ExecutionId
 
 if TYPE_CHECKING:
@@ -788,14 +788,14 @@ _json_option = click.option(
 
 
 def _load(app_path: str, database_url: str | None) -> tuple[App, str]:
-    from akter.cli import load_app
+    from akter import cli_support
     from akter.store.database import resolve_database_url
 
     try:
-        app = load_app(app_path)
+        app = cli_support.load_app(app_path)
         url = resolve_database_url(database_url or app.database_url)
-    except AkterError as exc:
-        _fail(_one_line(exc))
+    except ConfigurationError as exc:
+        cli_support.fail_with(exc)
     return app, url
 
 

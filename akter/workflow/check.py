@@ -46,7 +46,7 @@ import click
 import psycopg
 from psycopg.types.json import Jsonb
 
-from akter.errors import AkterError
+from akter.errors import AkterError, ConfigurationError
 from akter.workflow import compat, manifest
 
 if TYPE_CHECKING:
@@ -401,11 +401,14 @@ def check_command(app_path: str, database_url: str | None, *, as_json: bool) -> 
     and what to do. A compatible check stores APP's manifests as accepted.
 
     Exit 0 compatible, 1 refused, 2 usage or database errors."""
-    from akter.cli import load_app
+    from akter import cli_support
     from akter.store.database import resolve_database_url
 
     try:
-        app = load_app(app_path)
+        app = cli_support.load_app(app_path)
+    except ConfigurationError as exc:
+        cli_support.fail_with(exc)
+    try:
         url = resolve_database_url(database_url or app.database_url)
         report = asyncio.run(_check_url(app, url))
     except (AkterError, psycopg.Error) as exc:

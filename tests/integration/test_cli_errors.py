@@ -1,0 +1,183 @@
+"""How the ``akter`` command fails: every usage, configuration, input or database error is one
+``akter: <message>`` line on stderr and exit 2, never a traceback, on every subcommand; an
+``APP`` module is imported from the current directory.
+
+Each case runs the real command in its own process (``python -m akter``, or the console script
+where how ``sys.path`` starts matters), from a temporary directory holding the user's modules,
+with ``PYTHONPATH`` and ``AKTER_DATABASE_URL`` unset unless the case sets them. The good App is
+``akter.demo:app``, which needs nothing on the path.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from akter.ids import ActorRef, ExecutionId
+
+APP = "akter.demo:app"
+EID = str(ExecutionId(ActorRef("demo", "DemoShop", "shop-1"), "Fulfil", "order-1"))
+NOWHERE = "postgresql://nobody:hunter2@127.0.0.1:1/none"
+#: a URL whose database name holds the byte 0xff, as a shell passes it
+NOT_UTF8 = b"postgresql://postgres@127.0.0.1:1/db\xff"
+
+pytestmark = pytest.mark.slow
+
+
+def akter(
+    *args: str | bytes,
+    cwd: Path,
+    env: Mapping[str, str | bytes] | None = None,
+    script: Sequence[str] = (sys.executable, "-m", "akter"),
+) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "AKTER_DATABASE_URL"}}
+    return subprocess.run(
+        [*script, *args],
+        cwd=cwd,
+        env={**clean, "AKTER_LOG_LEVEL": "warning", **(env or {})},
+        capture_output=True,
+        text=True,
+        errors="backslashreplace",
+        timeout=60,
+        check=False,
+    )
+
+
+def console_script() -> list[str]:
+    found = Path(sys.executable).with_name("akter")
+    if not found.exists():
+        which = shutil.which("akter")
+        if which is None:
+            pytest.skip("the akter console script is not installed beside this Python (pip install -e .)")
+        found = Path(which)
+    return [str(found)]
+
+
+def akter_all(
+    cases: Mapping[str, Sequence[str | bytes]], *, cwd: Path, env: Mapping[str, str | bytes] | None = None
+) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Each case's command, run side by side (each is a process waiting mostly on its imports)."""
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        running = {name: pool.submit(akter, *args, cwd=cwd, env=env) for name, args in cases.items()}
+        return {name: done.result() for name, done in running.items()}
+
+
+def said(done: subprocess.CompletedProcess[str]) -> str:
+    """The message of a usage error — exit 2, nothing on stdout, one ``akter:`` line on stderr —
+    or what the process did instead, so that comparing many shows every difference at once."""
+    one_line = done.stderr.startswith("akter: ") and done.stderr.count("\n") == 1
+    if done.returncode == 2 and done.stdout == "" and one_line:
+        return done.stderr.removeprefix("akter: ").removesuffix("\n")
+    return f"<exit {done.returncode}, stdout {done.stdout!r}, stderr {done.stderr!r}>"
+
+
+#: the commands that take an APP, with arguments that would be fine
+APP_COMMANDS = {
+    "workflows check": ("workflows", "check", "{app}"),
+    "inspect actor": ("inspect", "actor", "{app}", "demo", "DemoShop", "shop-1"),
+    "inspect execution": ("inspect", "execution", "{app}", EID),
+    "relay": ("relay", "{app}"),
+}
+
+
+def with_app(command: str, app: str, *more: str) -> list[str]:
+    return [arg.format(app=app) for arg in APP_COMMANDS[command]] + list(more)
+
+
+# ---- APP ---------------------------------------------------------------------------------------
+
+BAD_APPS = {
+    ".relative:app": "APP must name its module absolutely, like myapp.main:app, "
+    "from the current directory: got '.relative:app'",
+    "myapp/main.py:app": "APP names a module, not a file: write myapp.main:app",
+    "no_such_module_h4:app": "cannot import 'no_such_module_h4': no module 'no_such_module_h4' "
+    "in the current directory or on sys.path",
+    "akter.demo:nothing": "'akter.demo' has no attribute 'nothing'",
+    "akter.demo:DemoShop": "akter.demo:DemoShop is not an akter.App (it is an akter.Actor)",
+    "akter.demo:make_app": "akter.demo:make_app is not an akter.App (it is a function)",
+    "akter.demo": "APP must be module:attribute naming an akter.App, like myapp.main:app: got 'akter.demo'",
+    "a..b:app": "'a..b' is not a module name (APP is module:attribute, like myapp.main:app)",
+}
+
+
+def test_a_bad_app_is_a_usage_error(tmp_path: Path) -> None:
+    cases = {app: with_app("workflows check", app, "--database-url", NOWHERE) for app in BAD_APPS}
+    assert {app: said(done) for app, done in akter_all(cases, cwd=tmp_path).items()} == BAD_APPS
+
+
+def test_every_app_argument_fails_the_same_way(tmp_path: Path) -> None:
+    cases = {name: with_app(name, ".relative:app", "--database-url", NOWHERE) for name in APP_COMMANDS}
+    seen = {command: said(done) for command, done in akter_all(cases, cwd=tmp_path).items()}
+    assert seen == dict.fromkeys(APP_COMMANDS, BAD_APPS[".relative:app"])
+
+
+def test_a_module_that_fails_to_import_shows_its_own_traceback_and_exits_2(tmp_path: Path) -> None:
+    (tmp_path / "boom.py").write_text("import akter\n\n\nraise RuntimeError('no config file')\n")
+    done = akter("workflows", "check", "boom:app", "--database-url", NOWHERE, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    *trace, last = done.stderr.splitlines()
+    assert last == "akter: importing 'boom' failed: RuntimeError: no config file"
+    # the user's own frame, and none of akter's machinery or importlib's
+    assert f'File "{tmp_path / "boom.py"}", line 4, in <module>' in done.stderr
+    assert not [line for line in trace if "akter/" in line or "importlib" in line or "click" in line]
+
+    (tmp_path / "typo.py").write_text("app = (\n")
+    typo = akter("inspect", "actor", "typo:app", "t", "T", "i", cwd=tmp_path)
+    assert typo.returncode == 2, typo.stderr
+    assert typo.stderr.splitlines()[-1].startswith("akter: importing 'typo' failed: SyntaxError: ")
+    assert "typo.py" in typo.stderr
+
+    (tmp_path / "needs.py").write_text("import no_such_dependency_h4\n")
+    needs = akter("relay", "needs:app", "--database-url", NOWHERE, cwd=tmp_path)
+    assert needs.returncode == 2, needs.stderr
+    assert needs.stderr.splitlines()[-1] == (
+        "akter: importing 'needs' failed: ModuleNotFoundError: No module named 'no_such_dependency_h4'"
+    )
+
+
+def test_a_module_with_a_bad_declaration_lists_the_problems(tmp_path: Path) -> None:
+    (tmp_path / "twice.py").write_text(
+        "import attrs, akter\n"
+        "@attrs.frozen\nclass S:\n    n: int = 0\n"
+        "app = akter.App([akter.Actor('A', state=S), akter.Actor('A', state=S)])\n"
+    )
+    cases = {name: with_app(name, "twice:app", "--database-url", NOWHERE) for name in APP_COMMANDS}
+    seen = {name: (done.returncode, done.stderr) for name, done in akter_all(cases, cwd=tmp_path).items()}
+    problems = "App is not a valid declaration:\n  - two actor types are named 'A'\n"
+    assert seen == dict.fromkeys(APP_COMMANDS, (2, f"akter: importing 'twice' failed: {problems}"))
+
+
+def test_app_is_imported_from_the_current_directory(tmp_path: Path, database_url: str) -> None:
+    """As uvicorn and celery do: ``akter relay myapp:app`` from the project directory, with no
+    PYTHONPATH, through the console script (whose sys.path does not start with the directory)."""
+    (tmp_path / "cwd_app_h4.py").write_text("import akter\n\napp = akter.App([])\n")
+    check = akter(
+        "workflows", "check", "cwd_app_h4:app", "--database-url", database_url,
+        cwd=tmp_path, script=console_script(),
+    )  # fmt: skip
+    assert (check.returncode, check.stderr) == (0, "")
+    assert check.stdout.startswith("compatible: 0 open executions")
+
+    clean = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "AKTER_DATABASE_URL"}}
+    with subprocess.Popen(
+        [*console_script(), "relay", "cwd_app_h4:app", "--database-url", database_url],
+        cwd=tmp_path, env={**clean, "AKTER_LOG_LEVEL": "info"}, stderr=subprocess.PIPE, text=True,
+    ) as relay:  # fmt: skip
+        assert relay.stderr is not None
+        seen = []
+        for line in relay.stderr:
+            seen.append(line)
+            if "relay starting" in line:
+                break
+        else:
+            pytest.fail(f"the relay did not start:\n{''.join(seen)}")
+        relay.send_signal(signal.SIGTERM)
+        assert relay.wait(timeout=30) == 0, "".join(seen) + relay.stderr.read()
