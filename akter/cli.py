@@ -25,13 +25,14 @@ import logging
 import signal
 import sys
 from datetime import timedelta
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 import psycopg
 import psycopg_pool
 
-from akter.cli_support import fail_with, load_app
+from akter import cli_support
+from akter.cli_support import EXIT_USAGE, fail, fail_with, load_app, one_line
 from akter.errors import AkterError, ConfigurationError
 from akter.workflow.check import workflows
 
@@ -39,7 +40,6 @@ __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "load_app", "main"]
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
-EXIT_USAGE = 2
 
 log = logging.getLogger("akter.cli")
 
@@ -50,11 +50,6 @@ def _setup_logging(level: str) -> None:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
-
-
-def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    click.echo(f"akter: {message}", err=True)
-    sys.exit(code)
 
 
 @click.group(epilog="Exit codes: 0 clean finish, 1 runtime failure, 2 usage/configuration/database error.")
@@ -82,14 +77,21 @@ def migrate(database_url: str | None) -> None:
 
     Exit 0 when the schema is current, 2 when the database cannot be reached or was migrated
     by a newer akter."""
-    from akter.store.database import describe, resolve_database_url
+    from akter.store.database import describe
     from akter.store.migrate import migrate as apply
 
     try:
-        url = resolve_database_url(database_url)
+        url = cli_support.database_url(database_url, flag_source=cli_support.flag_source())
+    except ConfigurationError as exc:
+        fail_with(exc)
+    try:
         applied = apply(url)
-    except (AkterError, psycopg.Error) as exc:
-        _fail(str(exc))
+    except AkterError as exc:
+        fail(one_line(exc))
+    except psycopg.OperationalError as exc:
+        fail_with(cli_support.cannot_connect(exc, url))
+    except psycopg.Error as exc:
+        fail(f"migrating {describe(url)} failed: {one_line(exc)}")
     click.echo(f"migrated {describe(url)}: applied {applied or 'nothing (already current)'}")
 
 
@@ -190,10 +192,9 @@ def relay(
         raise click.UsageError(str(exc)) from exc
     try:
         app = load_app(app_path)
+        app.database_url = cli_support.database_url(database_url, app=app)
     except ConfigurationError as exc:
         fail_with(exc)
-    if database_url:
-        app.database_url = database_url
     sys.exit(asyncio.run(_run_relay(app, settings)))
 
 
@@ -204,7 +205,9 @@ async def _run_relay(app: Any, settings: Any) -> int:
         runtime = await app.runtime()
     except (AkterError, psycopg.Error, psycopg_pool.PoolTimeout) as exc:
         # an expected refusal (no database, schema too new): the message says it all
-        log.error("cannot start the relay: %s", " ".join(str(exc).split()))  # noqa: TRY400
+        if isinstance(exc, psycopg.OperationalError):
+            exc = cli_support.cannot_connect(exc, app.database_url)
+        click.echo(f"akter: cannot start the relay: {one_line(exc)}", err=True)
         return EXIT_USAGE
     if refused := await _workflow_check(app):
         await app.close()
@@ -237,7 +240,7 @@ async def _workflow_check(app: Any) -> int:
     try:
         report = await startup_check(app)
     except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
-        log.error("cannot run the workflow check: %s", " ".join(str(exc).split()))  # noqa: TRY400
+        click.echo(f"akter: cannot run the workflow check: {one_line(exc)}", err=True)
         return EXIT_ERROR
     if not report.compatible:
         log.error("the relay refuses to start: this code cannot replay every open execution")

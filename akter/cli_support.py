@@ -1,24 +1,33 @@
 """What every ``akter`` subcommand shares about its input and its failures.
 
-The subcommands (``akter.cli``, ``akter.inspect``, ``akter.workflow.check``) turn what a user
-typed into an App here, and every problem with it into a
+The subcommands (``akter.cli``, ``akter.inspect``, ``akter.workflow.check``, ``akter.demo``) turn
+what a user typed into an App and a database URL here, and every problem with it into a
 ``ConfigurationError`` whose message names what to fix. They print it as one ``akter: <message>``
 line on stderr and exit 2 (``fail``).
 
 - ``load_app``: ``module:attribute`` to an ``akter.App``, importing from the current directory
   first (as uvicorn and celery do). A module that raises while it is imported is the user's code
   failing: its traceback is kept (``AppImportFailed.details``), trimmed to the user's frames.
+- ``database_url``: the URL a command uses (a flag, the App's own, ``AKTER_DATABASE_URL``, else
+  the embedded server), refused unless it is UTF-8 and parses as a PostgreSQL URL, with where it
+  came from in the message.
+- ``cannot_connect`` / ``database_problem``: psycopg errors as messages that name the database
+  (its password hidden) and say what to do.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import re
 import sys
 import traceback
 from typing import TYPE_CHECKING, NoReturn
 
 import click
+import psycopg
+from click.core import ParameterSource
+from psycopg.conninfo import conninfo_to_dict
 
 from akter.errors import AkterError, ConfigurationError
 
@@ -27,7 +36,10 @@ if TYPE_CHECKING:
 
 EXIT_USAGE = 2
 
+ENV_DATABASE_URL = "AKTER_DATABASE_URL"
+
 _EXAMPLE = "like myapp.main:app"
+_NO_SCHEMA = "the database has no akter schema (run `akter migrate`, or check the URL)"
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
@@ -141,3 +153,76 @@ def _kind(value: object) -> str:
     else:
         name = f"{cls.__module__}.{cls.__name__}"
     return f"{'an' if name[0].lower() in 'aeiou' else 'a'} {name}"
+
+
+# ---- database URLs ----------------------------------------------------------------------------
+
+
+def database_url(flag: str | None, *, app: App | None = None, flag_source: str = "--database-url") -> str:
+    """The URL a command uses: ``flag``, else the App's own, else ``AKTER_DATABASE_URL``, else the
+    embedded server's. ``flag_source`` names where ``flag`` came from (a flag with an envvar
+    passes ``AKTER_DATABASE_URL`` when the value came from there)."""
+    from akter.store.database import resolve_database_url
+
+    if flag:
+        return checked_url(flag, flag_source)
+    if app is not None and app.database_url:
+        return checked_url(app.database_url, "the App's database_url")
+    configured = os.environ.get(ENV_DATABASE_URL)
+    if configured:
+        return checked_url(configured, ENV_DATABASE_URL)
+    return resolve_database_url(None)
+
+
+def flag_source(name: str = "database_url") -> str:
+    """Where the current command's ``--database-url`` came from: the flag or its envvar."""
+    ctx = click.get_current_context()
+    if ctx.get_parameter_source(name) is ParameterSource.ENVIRONMENT:
+        return ENV_DATABASE_URL
+    return "--" + name.replace("_", "-")
+
+
+def checked_url(url: str, source: str) -> str:
+    """``url`` if it is UTF-8 and parses as a PostgreSQL URL; else a ``ConfigurationError``
+    naming ``source`` (a command line and the environment can hold any bytes)."""
+    try:
+        url.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = url[exc.start]
+        shown = f"byte 0x{ord(bad) - 0xDC00:02x}" if "\udc80" <= bad <= "\udcff" else f"{bad!r}"
+        raise ConfigurationError(f"{source} is not valid UTF-8: {shown} at position {exc.start}") from None
+    try:
+        conninfo_to_dict(url)
+    except psycopg.ProgrammingError as exc:
+        reason = hide_passwords(one_line(exc))
+        raise ConfigurationError(f"{source} is not a PostgreSQL URL: {reason}") from None
+    return url
+
+
+_URI_PASSWORD = re.compile(r"(postgres(?:ql)?://[^:@/\s\"]*):[^@\s\"]*@")
+_KEYWORD_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s\"]+)")
+
+
+def hide_passwords(text: str) -> str:
+    """``text`` with the password of any database URL in it replaced by ``***``."""
+    return _KEYWORD_PASSWORD.sub(r"\1***", _URI_PASSWORD.sub(r"\1:***@", text))
+
+
+# ---- database errors --------------------------------------------------------------------------
+
+
+def cannot_connect(exc: psycopg.Error, url: str) -> ConfigurationError:
+    """A failed connection attempt as the message a user acts on."""
+    from akter.store.database import describe
+
+    reason = one_line(exc).removeprefix("connection failed: ")
+    return ConfigurationError(f"cannot connect to the database at {describe(url)}: {reason}")
+
+
+def database_problem(exc: psycopg.Error, url: str) -> ConfigurationError:
+    """A statement that failed on a database akter could connect to."""
+    from akter.store.database import describe
+
+    if isinstance(exc, psycopg.errors.UndefinedTable | psycopg.errors.UndefinedFunction):
+        return ConfigurationError(_NO_SCHEMA)
+    return ConfigurationError(f"cannot read the database at {describe(url)}: {one_line(exc)}")

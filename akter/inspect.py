@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, LiteralString, NoReturn
@@ -774,8 +773,9 @@ def to_json(view: ActorView | ExecutionView) -> str:
 
 
 def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    click.echo(f"akter: {message}", err=True)
-    sys.exit(code)
+    from akter.cli_support import fail
+
+    fail(message, code)
 
 
 _database_option = click.option(
@@ -789,27 +789,32 @@ _json_option = click.option(
 
 def _load(app_path: str, database_url: str | None) -> tuple[App, str]:
     from akter import cli_support
-    from akter.store.database import resolve_database_url
 
     try:
         app = cli_support.load_app(app_path)
-        url = resolve_database_url(database_url or app.database_url)
+        url = cli_support.database_url(database_url, app=app)
     except ConfigurationError as exc:
         cli_support.fail_with(exc)
     return app, url
 
 
 def _show(url: str, read: Callable[[psycopg.AsyncConnection[Any]], Any]) -> Any:
+    from akter import cli_support
+
     async def run() -> Any:
-        async with await connect(url) as conn:
+        try:
+            conn = await connect(url)
+        except psycopg.OperationalError as exc:
+            raise cli_support.cannot_connect(exc, url) from exc
+        async with conn:
             return await read(conn)
 
     try:
         return asyncio.run(run())
-    except psycopg.errors.UndefinedTable:
-        _fail("the database has no akter schema (run `akter migrate`, or check the URL)")
+    except ConfigurationError as exc:
+        cli_support.fail_with(exc)
     except psycopg.Error as exc:
-        _fail(f"cannot read the database: {_one_line(exc)}")
+        cli_support.fail_with(cli_support.database_problem(exc, url))
 
 
 @click.group(

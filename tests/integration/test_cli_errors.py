@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from akter.ids import ActorRef, ExecutionId
@@ -181,3 +182,59 @@ def test_app_is_imported_from_the_current_directory(tmp_path: Path, database_url
             pytest.fail(f"the relay did not start:\n{''.join(seen)}")
         relay.send_signal(signal.SIGTERM)
         assert relay.wait(timeout=30) == 0, "".join(seen) + relay.stderr.read()
+
+
+# ---- database URLs -----------------------------------------------------------------------------
+
+#: every command that takes --database-url, with arguments that would be fine
+URL_COMMANDS = {
+    **{name: with_app(name, APP) for name in APP_COMMANDS},
+    "migrate": ["migrate"],
+    "demo": ["demo"],
+}
+
+
+def test_a_database_url_that_is_not_utf8_is_a_usage_error(tmp_path: Path) -> None:
+    flags = {command: [*args, "--database-url", NOT_UTF8] for command, args in URL_COMMANDS.items()}
+    seen = {command: said(done) for command, done in akter_all(flags, cwd=tmp_path).items()}
+    assert seen == dict.fromkeys(URL_COMMANDS, "--database-url is not valid UTF-8: byte 0xff at position 36")
+
+    # inspect reads the variable as check does; migrate and demo read it as their flag's default
+    readers = {command: URL_COMMANDS[command] for command in ("workflows check", "relay", "migrate", "demo")}
+    env = akter_all(readers, cwd=tmp_path, env={"AKTER_DATABASE_URL": NOT_UTF8})
+    assert {command: said(done) for command, done in env.items()} == dict.fromkeys(
+        readers, "AKTER_DATABASE_URL is not valid UTF-8: byte 0xff at position 36"
+    )
+
+
+def test_a_database_url_that_does_not_parse_is_a_usage_error_without_its_password(tmp_path: Path) -> None:
+    bad = "postgresql://u:hunter2@[::1"
+    commands = ["workflows check", "inspect actor", "relay", "migrate"]
+    flags = {command: [*URL_COMMANDS[command], "--database-url", bad] for command in commands}
+    seen = {command: said(done) for command, done in akter_all(flags, cwd=tmp_path).items()}
+    reason = 'end of string reached when looking for matching "]" in IPv6 host address in URI: '
+    expected = f'--database-url is not a PostgreSQL URL: {reason}"postgresql://u:***@[::1"'
+    assert seen == dict.fromkeys(commands, expected)
+    env = akter("inspect", "actor", APP, "t", "T", "i", cwd=tmp_path, env={"AKTER_DATABASE_URL": "nota url"})
+    assert said(env).startswith("AKTER_DATABASE_URL is not a PostgreSQL URL: ")
+
+
+def test_an_unreachable_database_is_a_usage_error(tmp_path: Path) -> None:
+    commands = ["workflows check", "inspect actor", "inspect execution", "migrate"]
+    cases = {command: [*URL_COMMANDS[command], "--database-url", NOWHERE] for command in commands}
+    shown = "postgresql://nobody:***@127.0.0.1:1/none"  # the password hidden
+    reason = 'connection to server at "127.0.0.1", port 1 failed: Connection refused'
+    for command, done in akter_all(cases, cwd=tmp_path).items():
+        message = said(done)
+        assert message.startswith(f"cannot connect to the database at {shown}: {reason}"), (command, message)
+
+
+def test_a_database_without_the_schema_is_a_usage_error(tmp_path: Path, database_url: str) -> None:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("DROP TABLE actor_workflow_step, actor_workflow_executions CASCADE")
+    commands = ["workflows check", "inspect execution"]
+    cases = {command: [*URL_COMMANDS[command], "--database-url", database_url] for command in commands}
+    seen = {command: said(done) for command, done in akter_all(cases, cwd=tmp_path).items()}
+    assert seen == dict.fromkeys(
+        commands, "the database has no akter schema (run `akter migrate`, or check the URL)"
+    )
