@@ -817,6 +817,17 @@ def _show(url: str, read: Callable[[psycopg.AsyncConnection[Any]], Any]) -> Any:
         cli_support.fail_with(cli_support.database_problem(exc, url))
 
 
+def _execution_id(text: str) -> ExecutionId:
+    try:
+        return ExecutionId.parse(text)
+    except AkterError as exc:
+        _fail(_one_line(exc))
+    # A hand-made id can decode to a workflow name with no UTF-8 form (a lone surrogate), which
+    # only formatting the id again finds.
+    except UnicodeError:
+        _fail(f"{text[:80]!r} is not a well-formed execution id: it holds text that is not valid UTF-8")
+
+
 @click.group(
     "inspect",
     epilog="Exit codes: 0 shown, 1 no such actor or execution, 2 usage/configuration/database error.",
@@ -874,10 +885,7 @@ def inspect_actor(
 @_json_option
 def inspect_execution(*, app_path: str, execution_id: str, database_url: str | None, as_json: bool) -> None:
     """A workflow execution: its record, decoded steps and timer."""
-    try:
-        eid = ExecutionId.parse(execution_id)
-    except AkterError as exc:
-        _fail(_one_line(exc))
+    eid = _execution_id(execution_id)
     app, url = _load(app_path, database_url)
     view = _show(url, lambda conn: read_execution(conn, app, eid))
     if view is None:

@@ -10,6 +10,7 @@ with ``PYTHONPATH`` and ``AKTER_DATABASE_URL`` unset unless the case sets them. 
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import signal
@@ -238,3 +239,43 @@ def test_a_database_without_the_schema_is_a_usage_error(tmp_path: Path, database
     assert seen == dict.fromkeys(
         commands, "the database has no akter schema (run `akter migrate`, or check the URL)"
     )
+
+
+# ---- ids ---------------------------------------------------------------------------------------
+
+
+def raw_execution_id(parts: str) -> str:
+    """An execution id around ``parts`` (JSON text, escapes kept): what a hand-made id holds."""
+    return "x1." + base64.urlsafe_b64encode(parts.encode()).decode().rstrip("=")
+
+
+#: hand-made ids whose workflow name, or key, is a lone surrogate (no UTF-8 form)
+SURROGATE_WORKFLOW = raw_execution_id('["demo","DemoShop","s","\\ud800","k"]')
+SURROGATE_KEY = raw_execution_id('["demo","DemoShop","s","Fulfil","\\ud800"]')
+
+BAD_EXECUTION_IDS = {
+    "garbage": "'garbage' is not an akter execution id (x1.<base64>)",
+    "x1.abc": "'x1.abc' is not a well-formed execution id",
+    "x1." + "A" * 2000: "an execution id is at most 1024 characters",
+    SURROGATE_WORKFLOW: f"{SURROGATE_WORKFLOW!r} is not a well-formed execution id: "
+    "it holds text that is not valid UTF-8",
+    SURROGATE_KEY: f"{SURROGATE_KEY!r} names an invalid execution: workflow key '\\ud800' is not valid UTF-8",
+}
+
+
+def test_a_malformed_execution_id_is_a_usage_error(tmp_path: Path) -> None:
+    cases = {eid: ["inspect", "execution", APP, eid, "--database-url", NOWHERE] for eid in BAD_EXECUTION_IDS}
+    assert {eid: said(done) for eid, done in akter_all(cases, cwd=tmp_path).items()} == BAD_EXECUTION_IDS
+
+
+def test_a_non_utf8_byte_in_an_id_or_a_name_is_a_usage_error(tmp_path: Path) -> None:
+    cases: dict[str, list[str | bytes]] = {
+        "execution id": ["inspect", "execution", APP, b"x1.\xff", "--database-url", NOWHERE],
+        "actor id": ["inspect", "actor", APP, "demo", "DemoShop", b"s\xff"],
+        "empty tenant": ["inspect", "actor", APP, "", "DemoShop", "s"],
+    }
+    assert {case: said(done) for case, done in akter_all(cases, cwd=tmp_path).items()} == {
+        "execution id": "'x1.\\udcff' is not a well-formed execution id",
+        "actor id": "actor id 's\\udcff' is not valid UTF-8",
+        "empty tenant": "tenant must not be empty",
+    }
