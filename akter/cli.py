@@ -3,17 +3,20 @@
 ``akter migrate`` applies the schema (``akter.store.migrate``); ``akter relay APP`` runs the relay
 process (``akter.outbox.relay``) for an ``akter.App`` named ``module:attribute``, imported from
 the current directory first (``akter.cli_support.load_app``). Each subcommand reads its settings
-from flags first, then ``AKTER_*`` environment variables. Exit codes are the
-same for every subcommand::
+from flags first, then ``AKTER_*`` environment variables. Exit codes mean the same for every
+subcommand::
 
-    0  finished cleanly (the relay drained after SIGTERM or SIGINT)
-    1  a runtime failure (a bug surfaced by the relay; the log says where)
-    2  usage, configuration or database errors (bad flags, APP not found, no usable database,
-       schema too new) — nothing was started
+    0    done (the relay drained after SIGTERM or SIGINT; the check found the deploy compatible)
+    1    the command's answer is no: ``workflows check`` refused, ``inspect`` found nothing,
+         ``relay`` refused to start or stopped on a failure in one of its loops (the log says where)
+    2    usage, configuration, input or database errors (bad flags, APP not found, a malformed
+         id, no usable database, schema too new), as one ``akter: <message>`` line on stderr or
+         click's usage message — nothing was done
+    3    akter itself failed (a bug): its traceback, then an ``akter: internal error`` line
+    130  interrupted (Ctrl-C) before it finished
 
-``akter workflows check APP`` is the deploy check (``akter.workflow.check``): 0 compatible, 1
-refused, 2 usage or database errors. ``akter relay`` runs the same check before it starts and
-exits 1 with the same report when it refuses.
+``akter workflows check APP`` is the deploy check (``akter.workflow.check``). ``akter relay``
+runs the same check before it starts and exits 1 with the same report when it refuses.
 
 Logs go to stderr as ``time level logger message key=value ...`` lines.
 """
@@ -24,6 +27,7 @@ import asyncio
 import logging
 import signal
 import sys
+import traceback
 from datetime import timedelta
 from typing import Any
 
@@ -32,11 +36,11 @@ import psycopg
 import psycopg_pool
 
 from akter import cli_support
-from akter.cli_support import EXIT_USAGE, fail, fail_with, load_app, one_line
+from akter.cli_support import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, fail, fail_with, load_app, one_line
 from akter.errors import AkterError, ConfigurationError
 from akter.workflow.check import workflows
 
-__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "load_app", "main"]
+__all__ = ["EXIT_FAILURE", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "load_app", "main"]
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -52,7 +56,29 @@ def _setup_logging(level: str) -> None:
     )
 
 
-@click.group(epilog="Exit codes: 0 clean finish, 1 runtime failure, 2 usage/configuration/database error.")
+class _Akter(click.Group):
+    """The ``akter`` group. A crash of akter itself exits 3 with its traceback and Ctrl-C exits
+    130, so that neither reads as a command's answer: 1 is ``workflows check`` refusing a
+    deploy, and a deploy script must not take a bug for a refusal."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise  # click's own: usage errors exit 2 with click's message
+        except KeyboardInterrupt:
+            fail("interrupted", EXIT_INTERRUPTED)
+        except Exception as exc:
+            traceback.print_exc()
+            summary = traceback.format_exception_only(type(exc), exc)[-1].strip()
+            fail(f"internal error: {summary} (a bug in akter; the traceback above says where)", EXIT_INTERNAL)
+
+
+@click.group(
+    cls=_Akter,
+    epilog="Exit codes: 0 done, 1 the answer is no (check refused, inspect found nothing, relay "
+    "failed), 2 usage/configuration/input/database error, 3 akter crashed (a bug), 130 interrupted.",
+)
 @click.option(
     "--log-level",
     envvar="AKTER_LOG_LEVEL",

@@ -1,6 +1,6 @@
 """How the ``akter`` command fails: every usage, configuration, input or database error is one
 ``akter: <message>`` line on stderr and exit 2, never a traceback, on every subcommand; an
-``APP`` module is imported from the current directory.
+``APP`` module is imported from the current directory; a crash of akter itself is exit 3.
 
 Each case runs the real command in its own process (``python -m akter``, or the console script
 where how ``sys.path`` starts matters), from a temporary directory holding the user's modules,
@@ -279,3 +279,49 @@ def test_a_non_utf8_byte_in_an_id_or_a_name_is_a_usage_error(tmp_path: Path) -> 
         "actor id": "actor id 's\\udcff' is not valid UTF-8",
         "empty tenant": "tenant must not be empty",
     }
+
+
+# ---- click's own errors, crashes, interrupts -------------------------------------------------
+
+
+def test_a_bad_flag_is_clicks_usage_error_with_exit_2(tmp_path: Path) -> None:
+    cases = {
+        "no APP": ["workflows", "check"],
+        "bad value": ["relay", APP, "--concurrency", "0"],
+        "no such command": ["nosuch"],
+    }
+    for case, done in akter_all(cases, cwd=tmp_path).items():
+        assert done.returncode == 2, (case, done.stderr)
+        assert done.stderr.startswith("Usage: akter "), (case, done.stderr)
+        assert "\nError: " in done.stderr
+        assert "Traceback" not in done.stderr
+
+
+CRASHING = """
+import sys
+import akter.workflow.check as check
+
+async def broken(*args, **kwargs):
+    raise {error}
+
+check.check = broken
+from akter.cli import main
+main(prog_name="akter")
+"""
+
+
+def test_a_crash_is_exit_3_not_a_refusal(tmp_path: Path, database_url: str) -> None:
+    """``workflows check`` exits 1 only when it refuses: a bug in akter is 3, with its traceback."""
+    script = (sys.executable, "-c", CRASHING.format(error="RuntimeError('an akter bug')"))
+    done = akter("workflows", "check", APP, "--database-url", database_url, cwd=tmp_path, script=script)
+    assert done.returncode == 3, done.stderr
+    assert "Traceback (most recent call last):" in done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        "akter: internal error: RuntimeError: an akter bug (a bug in akter; the traceback above says where)"
+    )
+
+
+def test_an_interrupt_is_exit_130_not_a_refusal(tmp_path: Path, database_url: str) -> None:
+    script = (sys.executable, "-c", CRASHING.format(error="KeyboardInterrupt"))
+    done = akter("workflows", "check", APP, "--database-url", database_url, cwd=tmp_path, script=script)
+    assert (done.returncode, done.stderr) == (130, "akter: interrupted\n")
