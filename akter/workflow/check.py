@@ -400,7 +400,7 @@ def check_command(app_path: str, database_url: str | None, *, as_json: bool) -> 
     Refusals are grouped by actor type, workflow and reason, with counts, the oldest start time
     and what to do. A compatible check stores APP's manifests as accepted.
 
-    Exit 0 compatible, 1 refused, 2 usage or database errors."""
+    Exit 0 compatible, 1 refused, 2 usage or database errors, 3 a crash (a bug in akter)."""
     from akter import cli_support
 
     try:
