@@ -123,6 +123,10 @@ def _import(module_name: str, attribute: str) -> object:
         raise ConfigurationError(f"importing {module_name!r} failed: {exc}") from exc
     except Exception as exc:  # the user's module raised: show them where
         raise _import_failed(module_name, exc) from exc
+    except SystemExit as exc:
+        # A module that exits when imported (a script's main() at module level) would end the
+        # command with its own code, and 0 from ``workflows check`` means "deploy".
+        raise _import_failed(module_name, exc, f"it called sys.exit({exc.code!r})") from exc
 
 
 def _current_directory_first() -> None:
@@ -134,12 +138,12 @@ def _current_directory_first() -> None:
         sys.path.insert(0, here)
 
 
-def _import_failed(module_name: str, exc: BaseException) -> AppImportFailed:
+def _import_failed(module_name: str, exc: BaseException, summary: str | None = None) -> AppImportFailed:
     tb = exc.__traceback__
     while tb is not None and _is_machinery(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
     details = "".join(traceback.format_exception(type(exc), exc, tb))
-    summary = traceback.format_exception_only(type(exc), exc)[-1].strip()
+    summary = summary or traceback.format_exception_only(type(exc), exc)[-1].strip()
     return AppImportFailed(f"importing {module_name!r} failed: {summary}", details)
 
 

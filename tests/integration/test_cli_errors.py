@@ -137,6 +137,13 @@ def test_a_module_that_fails_to_import_shows_its_own_traceback_and_exits_2(tmp_p
     assert typo.stderr.splitlines()[-1].startswith("akter: importing 'typo' failed: SyntaxError: ")
     assert "typo.py" in typo.stderr
 
+    # exit 0 would read as "compatible: deploy"
+    (tmp_path / "quits.py").write_text("import sys\n\nsys.exit(0)\n")
+    quits = akter("workflows", "check", "quits:app", "--database-url", NOWHERE, cwd=tmp_path)
+    assert quits.returncode == 2, quits.stderr
+    assert quits.stderr.splitlines()[-1] == "akter: importing 'quits' failed: it called sys.exit(0)"
+    assert f'File "{tmp_path / "quits.py"}", line 3, in <module>' in quits.stderr
+
     (tmp_path / "needs.py").write_text("import no_such_dependency_h4\n")
     needs = akter("relay", "needs:app", "--database-url", NOWHERE, cwd=tmp_path)
     assert needs.returncode == 2, needs.stderr
