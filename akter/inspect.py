@@ -40,6 +40,7 @@ EXIT_NOT_FOUND = 1
 EXIT_USAGE = 2
 
 DEFAULT_LIMIT = 20
+_MAX_LIMIT = 2**63 - 1  # a LIMIT is a bigint
 _RAW_BYTES = 48
 
 
@@ -846,7 +847,7 @@ def inspect_group() -> None:
 @click.argument("actor_id", metavar="ID")
 @click.option(
     "--limit",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=_MAX_LIMIT),
     default=DEFAULT_LIMIT,
     show_default=True,
     help="Newest rows shown per section.",

@@ -296,6 +296,19 @@ def test_a_bad_flag_is_clicks_usage_error_with_exit_2(tmp_path: Path) -> None:
         "no APP": ["workflows", "check"],
         "bad value": ["relay", APP, "--concurrency", "0"],
         "no such command": ["nosuch"],
+        # past PostgreSQL's bigint: refused before any query runs
+        "limit too large": [
+            "inspect",
+            "actor",
+            APP,
+            "t",
+            "T",
+            "i",
+            "--limit",
+            str(2**63),
+            "--database-url",
+            NOWHERE,
+        ],
     }
     for case, done in akter_all(cases, cwd=tmp_path).items():
         assert done.returncode == 2, (case, done.stderr)
