@@ -68,6 +68,8 @@ class _Akter(click.Group):
             raise  # click's own: usage errors exit 2 with click's message
         except KeyboardInterrupt:
             fail("interrupted", EXIT_INTERRUPTED)
+        except BrokenPipeError:
+            raise  # stdout's reader left (``| head``): click exits quietly
         except Exception as exc:
             traceback.print_exc()
             summary = traceback.format_exception_only(type(exc), exc)[-1].strip()

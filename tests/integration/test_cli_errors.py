@@ -345,3 +345,10 @@ def test_an_interrupt_is_exit_130_not_a_refusal(tmp_path: Path, database_url: st
     script = (sys.executable, "-c", CRASHING.format(error="KeyboardInterrupt"))
     done = akter("workflows", "check", APP, "--database-url", database_url, cwd=tmp_path, script=script)
     assert (done.returncode, done.stderr) == (130, "akter: interrupted\n")
+
+
+def test_a_closed_pipe_is_not_a_crash(tmp_path: Path, database_url: str) -> None:
+    """``akter inspect ... | head -1``: the reader left, so nothing is printed (click's handling)."""
+    script = (sys.executable, "-c", CRASHING.format(error="BrokenPipeError(32, 'Broken pipe')"))
+    done = akter("workflows", "check", APP, "--database-url", database_url, cwd=tmp_path, script=script)
+    assert (done.returncode, done.stderr) == (1, "")
