@@ -1,18 +1,22 @@
 """The ``akter`` command: one click group, one subcommand per operational task.
 
 ``akter migrate`` applies the schema (``akter.store.migrate``); ``akter relay APP`` runs the relay
-process (``akter.outbox.relay``) for an ``akter.App`` named ``module:attribute``. Each subcommand
-reads its settings from flags first, then ``AKTER_*`` environment variables. Exit codes are the
-same for every subcommand::
+process (``akter.outbox.relay``) for an ``akter.App`` named ``module:attribute``, imported from
+the current directory first (``akter.cli_support.load_app``). Each subcommand reads its settings
+from flags first, then ``AKTER_*`` environment variables. Exit codes mean the same for every
+subcommand::
 
-    0  finished cleanly (the relay drained after SIGTERM or SIGINT)
-    1  a runtime failure (a bug surfaced by the relay; the log says where)
-    2  usage, configuration or database errors (bad flags, APP not found, no usable database,
-       schema too new) — nothing was started
+    0    done (the relay drained after SIGTERM or SIGINT; the check found the deploy compatible)
+    1    the command's answer is no: ``workflows check`` refused, ``inspect`` found nothing,
+         ``relay`` refused to start or stopped on a failure in one of its loops (the log says where)
+    2    usage, configuration, input or database errors (bad flags, APP not found, a malformed
+         id, no usable database, schema too new), as one ``akter: <message>`` line on stderr or
+         click's usage message — nothing was done
+    3    akter itself failed (a bug): its traceback, then an ``akter: internal error`` line
+    130  interrupted (Ctrl-C) before it finished
 
-``akter workflows check APP`` is the deploy check (``akter.workflow.check``): 0 compatible, 1
-refused, 2 usage or database errors. ``akter relay`` runs the same check before it starts and
-exits 1 with the same report when it refuses.
+``akter workflows check APP`` is the deploy check (``akter.workflow.check``). ``akter relay``
+runs the same check before it starts and exits 1 with the same report when it refuses.
 
 ``akter outbox retry|delete ID`` (``akter.outbox.admin``) acts on intents the relay parked as
 undeliverable; ``akter inspect parked`` lists them.
@@ -23,23 +27,26 @@ Logs go to stderr as ``time level logger message key=value ...`` lines.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import signal
 import sys
+import traceback
 from datetime import timedelta
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 import psycopg
 import psycopg_pool
 
+from akter import cli_support
+from akter.cli_support import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, fail, fail_with, load_app, one_line
 from akter.errors import AkterError, ConfigurationError
 from akter.workflow.check import workflows
 
+__all__ = ["EXIT_FAILURE", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "load_app", "main"]
+
 EXIT_OK = 0
 EXIT_FAILURE = 1
-EXIT_USAGE = 2
 
 log = logging.getLogger("akter.cli")
 
@@ -52,12 +59,31 @@ def _setup_logging(level: str) -> None:
     )
 
 
-def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    click.echo(f"akter: {message}", err=True)
-    sys.exit(code)
+class _Akter(click.Group):
+    """The ``akter`` group. A crash of akter itself exits 3 with its traceback and Ctrl-C exits
+    130, so that neither reads as a command's answer: 1 is ``workflows check`` refusing a
+    deploy, and a deploy script must not take a bug for a refusal."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise  # click's own: usage errors exit 2 with click's message
+        except KeyboardInterrupt:
+            fail("interrupted", EXIT_INTERRUPTED)
+        except BrokenPipeError:
+            raise  # stdout's reader left (``| head``): click exits quietly
+        except Exception as exc:
+            traceback.print_exc()
+            summary = traceback.format_exception_only(type(exc), exc)[-1].strip()
+            fail(f"internal error: {summary} (a bug in akter; the traceback above says where)", EXIT_INTERNAL)
 
 
-@click.group(epilog="Exit codes: 0 clean finish, 1 runtime failure, 2 usage/configuration/database error.")
+@click.group(
+    cls=_Akter,
+    epilog="Exit codes: 0 done, 1 the answer is no (check refused, inspect found nothing, relay "
+    "failed), 2 usage/configuration/input/database error, 3 akter crashed (a bug), 130 interrupted.",
+)
 @click.option(
     "--log-level",
     envvar="AKTER_LOG_LEVEL",
@@ -82,36 +108,22 @@ def migrate(database_url: str | None) -> None:
 
     Exit 0 when the schema is current, 2 when the database cannot be reached or was migrated
     by a newer akter."""
-    from akter.store.database import describe, resolve_database_url
+    from akter.store.database import describe
     from akter.store.migrate import migrate as apply
 
     try:
-        url = resolve_database_url(database_url)
-        applied = apply(url)
-    except (AkterError, psycopg.Error) as exc:
-        _fail(str(exc))
-    click.echo(f"migrated {describe(url)}: applied {applied or 'nothing (already current)'}")
-
-
-def load_app(path: str) -> Any:
-    """Import ``module:attribute`` and return the ``akter.App`` it names."""
-    from akter.app import App
-
-    module_name, sep, attribute = path.partition(":")
-    if not sep or not module_name or not attribute:
-        raise ConfigurationError(f"APP must be module:attribute, got {path!r}")
+        url = cli_support.database_url(database_url, flag_source=cli_support.flag_source())
+    except ConfigurationError as exc:
+        fail_with(exc)
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigurationError(f"cannot import {module_name!r}: {exc}") from exc
-    app = module
-    for part in attribute.split("."):
-        if not hasattr(app, part):
-            raise ConfigurationError(f"{module_name!r} has no attribute {attribute!r}")
-        app = getattr(app, part)
-    if not isinstance(app, App):
-        raise ConfigurationError(f"{path} is a {type(app).__name__}, not an akter.App")
-    return app
+        applied = apply(url)
+    except AkterError as exc:
+        fail(one_line(exc))
+    except psycopg.OperationalError as exc:
+        fail_with(cli_support.cannot_connect(exc, url))
+    except psycopg.Error as exc:
+        fail(f"migrating {describe(url)} failed: {one_line(exc)}")
+    click.echo(f"migrated {describe(url)}: applied {applied or 'nothing (already current)'}")
 
 
 def _seconds(value: float) -> timedelta:
@@ -221,10 +233,9 @@ def relay(
         raise click.UsageError(str(exc)) from exc
     try:
         app = load_app(app_path)
+        app.database_url = cli_support.database_url(database_url, app=app)
     except ConfigurationError as exc:
-        _fail(str(exc))
-    if database_url:
-        app.database_url = database_url
+        fail_with(exc)
     sys.exit(asyncio.run(_run_relay(app, settings)))
 
 
@@ -235,7 +246,9 @@ async def _run_relay(app: Any, settings: Any) -> int:
         runtime = await app.runtime()
     except (AkterError, psycopg.Error, psycopg_pool.PoolTimeout) as exc:
         # an expected refusal (no database, schema too new): the message says it all
-        log.error("cannot start the relay: %s", " ".join(str(exc).split()))  # noqa: TRY400
+        if isinstance(exc, psycopg.OperationalError):
+            exc = cli_support.cannot_connect(exc, app.database_url)
+        click.echo(f"akter: cannot start the relay: {one_line(exc)}", err=True)
         return EXIT_USAGE
     if refused := await _workflow_check(app):
         await app.close()
@@ -268,7 +281,7 @@ async def _workflow_check(app: Any) -> int:
     try:
         report = await startup_check(app)
     except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
-        log.error("cannot run the workflow check: %s", " ".join(str(exc).split()))  # noqa: TRY400
+        click.echo(f"akter: cannot run the workflow check: {one_line(exc)}", err=True)
         return EXIT_ERROR
     if not report.compatible:
         log.error("the relay refuses to start: this code cannot replay every open execution")

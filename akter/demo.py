@@ -593,6 +593,13 @@ def demo_command(database_url: str | None) -> None:
         # The narration is this command's output; info logs (the embedded server's start-up, the
         # relay's) would interleave with it on a terminal. An explicit --log-level still applies.
         logging.getLogger().setLevel(logging.WARNING)
+    from akter import cli_support
+
+    if database_url:
+        try:
+            cli_support.checked_url(database_url, cli_support.flag_source())
+        except akter.ConfigurationError as exc:
+            cli_support.fail_with(exc)
     try:
         run = asyncio.run(run_demo(database_url, click.echo))
     except (

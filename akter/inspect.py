@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, LiteralString, NoReturn
@@ -28,7 +27,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from akter import codec
-from akter.errors import AkterError, CorruptRecord
+from akter.errors import AkterError, ConfigurationError, CorruptRecord
 from akter.ids import ActorRef, ExecutionId
 
 if TYPE_CHECKING:
@@ -41,6 +40,7 @@ EXIT_NOT_FOUND = 1
 EXIT_USAGE = 2
 
 DEFAULT_LIMIT = 20
+_MAX_LIMIT = 2**63 - 1  # a LIMIT is a bigint
 _RAW_BYTES = 48
 
 
@@ -785,8 +785,9 @@ def to_json(view: ActorView | ExecutionView) -> str:
 
 
 def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    click.echo(f"akter: {message}", err=True)
-    sys.exit(code)
+    from akter.cli_support import fail
+
+    fail(message, code)
 
 
 _database_option = click.option(
@@ -799,28 +800,44 @@ _json_option = click.option(
 
 
 def _load(app_path: str, database_url: str | None) -> tuple[App, str]:
-    from akter.cli import load_app
-    from akter.store.database import resolve_database_url
+    from akter import cli_support
 
     try:
-        app = load_app(app_path)
-        url = resolve_database_url(database_url or app.database_url)
-    except AkterError as exc:
-        _fail(_one_line(exc))
+        app = cli_support.load_app(app_path)
+        url = cli_support.database_url(database_url, app=app)
+    except ConfigurationError as exc:
+        cli_support.fail_with(exc)
     return app, url
 
 
 def _show(url: str, read: Callable[[psycopg.AsyncConnection[Any]], Any]) -> Any:
+    from akter import cli_support
+
     async def run() -> Any:
-        async with await connect(url) as conn:
+        try:
+            conn = await connect(url)
+        except psycopg.OperationalError as exc:
+            raise cli_support.cannot_connect(exc, url) from exc
+        async with conn:
             return await read(conn)
 
     try:
         return asyncio.run(run())
-    except psycopg.errors.UndefinedTable:
-        _fail("the database has no akter schema (run `akter migrate`, or check the URL)")
+    except ConfigurationError as exc:
+        cli_support.fail_with(exc)
     except psycopg.Error as exc:
-        _fail(f"cannot read the database: {_one_line(exc)}")
+        cli_support.fail_with(cli_support.database_problem(exc, url))
+
+
+def _execution_id(text: str) -> ExecutionId:
+    try:
+        return ExecutionId.parse(text)
+    except AkterError as exc:
+        _fail(_one_line(exc))
+    # A hand-made id can decode to a workflow name with no UTF-8 form (a lone surrogate), which
+    # only formatting the id again finds.
+    except UnicodeError:
+        _fail(f"{text[:80]!r} is not a well-formed execution id: it holds text that is not valid UTF-8")
 
 
 @click.group(
@@ -841,7 +858,7 @@ def inspect_group() -> None:
 @click.argument("actor_id", metavar="ID")
 @click.option(
     "--limit",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=_MAX_LIMIT),
     default=DEFAULT_LIMIT,
     show_default=True,
     help="Newest rows shown per section.",
@@ -880,10 +897,7 @@ def inspect_actor(
 @_json_option
 def inspect_execution(*, app_path: str, execution_id: str, database_url: str | None, as_json: bool) -> None:
     """A workflow execution: its record, decoded steps and timer."""
-    try:
-        eid = ExecutionId.parse(execution_id)
-    except AkterError as exc:
-        _fail(_one_line(exc))
+    eid = _execution_id(execution_id)
     app, url = _load(app_path, database_url)
     view = _show(url, lambda conn: read_execution(conn, app, eid))
     if view is None:

@@ -46,7 +46,7 @@ import click
 import psycopg
 from psycopg.types.json import Jsonb
 
-from akter.errors import AkterError
+from akter.errors import AkterError, ConfigurationError
 from akter.workflow import compat, manifest
 
 if TYPE_CHECKING:
@@ -400,17 +400,22 @@ def check_command(app_path: str, database_url: str | None, *, as_json: bool) -> 
     Refusals are grouped by actor type, workflow and reason, with counts, the oldest start time
     and what to do. A compatible check stores APP's manifests as accepted.
 
-    Exit 0 compatible, 1 refused, 2 usage or database errors."""
-    from akter.cli import load_app
-    from akter.store.database import resolve_database_url
+    Exit 0 compatible, 1 refused, 2 usage or database errors, 3 a crash (a bug in akter)."""
+    from akter import cli_support
 
     try:
-        app = load_app(app_path)
-        url = resolve_database_url(database_url or app.database_url)
+        app = cli_support.load_app(app_path)
+        url = cli_support.database_url(database_url, app=app)
+    except ConfigurationError as exc:
+        cli_support.fail_with(exc)
+    try:
         report = asyncio.run(_check_url(app, url))
-    except (AkterError, psycopg.Error) as exc:
-        click.echo(f"akter: {' '.join(str(exc).split())}", err=True)
-        sys.exit(EXIT_ERROR)
+    except ConfigurationError as exc:
+        cli_support.fail_with(exc)
+    except AkterError as exc:
+        cli_support.fail(cli_support.one_line(exc), EXIT_ERROR)
+    except psycopg.Error as exc:
+        cli_support.fail_with(cli_support.database_problem(exc, url))
     if as_json:
         click.echo(json.dumps(report.data(), indent=2))
     else:
@@ -419,10 +424,15 @@ def check_command(app_path: str, database_url: str | None, *, as_json: bool) -> 
 
 
 async def _check_url(app: App, url: str) -> Report:
+    from akter.cli_support import cannot_connect
     from akter.store.pool import connection_kwargs
 
     # Its own connection, not the App's runtime: a deploy check must not migrate the database
     # it inspects (the code being checked may carry migrations not applied yet).
     kwargs = connection_kwargs(url, name="akter-workflows-check")
-    async with await psycopg.AsyncConnection.connect(url, **kwargs) as conn:
+    try:
+        conn = await psycopg.AsyncConnection.connect(url, **kwargs)
+    except psycopg.OperationalError as exc:
+        raise cannot_connect(exc, url) from exc
+    async with conn:
         return await check(app, conn)

@@ -195,7 +195,7 @@ async def test_not_found_exits_1_and_usage_or_database_errors_exit_2(stored: Sto
         "actor", APP, "demo", "DemoShop", "shop-1", "--database-url", "postgresql://postgres@127.0.0.1:1/none"
     )
     assert unreachable.exit_code == 2
-    assert unreachable.output.startswith("akter: cannot read the database:")
+    assert unreachable.output.startswith("akter: cannot connect to the database at postgresql://postgres@")
 
     await peek.conn.execute("DROP TABLE actor_generations")
     no_schema = await inspect_actor(stored, stored.shop)
