@@ -26,6 +26,7 @@ manifest check).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -49,7 +50,12 @@ Outcome = Ok | Raise
 
 
 def encode_ok(value: Any, as_type: Any) -> dict[str, Any]:
-    return {"ok": codec.to_primitive(value, as_type)}
+    """A success, proven to read back as it is (``codec.check``): an activity result or a
+    workflow output of the wrong type is ``InvalidInput`` now, never a record that fails every
+    later replay with ``CorruptRecord``."""
+    if as_type is None:
+        return {"ok": codec.to_primitive(value, as_type)}
+    return {"ok": json.loads(codec.check(value, as_type))}
 
 
 ABANDONED: dict[str, Any] = {"abandoned": {}}

@@ -40,7 +40,14 @@ from typing import TYPE_CHECKING, Any
 from psycopg.rows import dict_row
 
 from akter import codec, faults, limits
-from akter.errors import ActivityOutcomeUnknown, CompensationFailed, CorruptRecord, Defect, Interrupted
+from akter.errors import (
+    ActivityOutcomeUnknown,
+    CompensationFailed,
+    CorruptRecord,
+    Defect,
+    Interrupted,
+    InvalidInput,
+)
 from akter.ids import ActorRef, ExecutionId
 from akter.outbox.intents import decode_caller
 from akter.workflow import activity, compat, exits, queries
@@ -570,19 +577,7 @@ class Pass:
         return True
 
     async def _finish(self, workflow: Workflow[Any, Any], final: Ok | Raise) -> None:
-        if isinstance(final, Ok):
-            outcome, exit_ = "succeeded", exits.encode_ok(final.value, workflow.output)
-        elif isinstance(final.error, Interrupted):
-            outcome, exit_ = "interrupted", {"interrupt": {}}
-        else:
-            exit_ = exits.encode_error(final.error, workflow.errors)
-            outcome = "failed" if "error" in exit_ else "defect"
-            if isinstance(final.error, CompensationFailed):
-                outcome = "compensation_failed"
-                for failure in final.error.failures:
-                    log.error("execution %s: %s", self.eid, failure)
-            elif outcome == "defect":
-                log.warning("execution %s ended with a defect: %r", self.eid, final.error)
+        outcome, exit_ = self._result(workflow, final)
         row = await self._fenced(
             queries.FINISH,
             {
@@ -593,6 +588,25 @@ class Pass:
             },
         )
         log.info("execution %s %s", self.eid, outcome if row["finished"] else "was already finished")
+
+    def _result(self, workflow: Workflow[Any, Any], final: Ok | Raise) -> tuple[str, dict[str, Any]]:
+        """The execution's outcome column and result exit."""
+        if isinstance(final, Ok):
+            try:
+                return "succeeded", exits.encode_ok(final.value, workflow.output)
+            except InvalidInput as exc:  # the body returned what its output type cannot hold
+                final = Raise(Defect(f"{workflow!r} returned an output that cannot be stored: {exc}"))
+        if isinstance(final.error, Interrupted):
+            return "interrupted", {"interrupt": {}}
+        exit_ = exits.encode_error(final.error, workflow.errors)
+        if isinstance(final.error, CompensationFailed):
+            for failure in final.error.failures:
+                log.error("execution %s: %s", self.eid, failure)
+            return "compensation_failed", exit_
+        if "error" in exit_:
+            return "failed", exit_
+        log.warning("execution %s ended with a defect: %r", self.eid, final.error)
+        return "defect", exit_
 
 
 def _record_params(
