@@ -12,7 +12,8 @@ same for every subcommand::
 
 ``akter workflows check APP`` is the deploy check (``akter.workflow.check``): 0 compatible, 1
 refused, 2 usage or database errors. ``akter relay`` runs the same check before it starts and
-exits 1 with the same report when it refuses.
+exits 1 with the same report when it refuses (an App whose actor types would misread stored
+data is refused as its runtime opens, with that report too).
 
 Logs go to stderr as ``time level logger message key=value ...`` lines.
 """
@@ -31,7 +32,7 @@ import click
 import psycopg
 import psycopg_pool
 
-from akter.errors import AkterError, ConfigurationError
+from akter.errors import AkterError, ConfigurationError, IncompatibleStoredData
 from akter.workflow.check import workflows
 
 EXIT_OK = 0
@@ -220,6 +221,11 @@ async def _run_relay(app: Any, settings: Any) -> int:
 
     try:
         runtime = await app.runtime()
+    except IncompatibleStoredData as exc:
+        # refused like the workflow check below refuses: the same report, the same exit code
+        log.error("the relay refuses to start: this code would misread stored data")  # noqa: TRY400
+        click.echo(exc.report, err=True)
+        return EXIT_FAILURE
     except (AkterError, psycopg.Error, psycopg_pool.PoolTimeout) as exc:
         # an expected refusal (no database, schema too new): the message says it all
         log.error("cannot start the relay: %s", " ".join(str(exc).split()))  # noqa: TRY400

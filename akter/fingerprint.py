@@ -208,11 +208,17 @@ def changes(stored: Fingerprint, declared: Fingerprint, path: str = "") -> list[
         and stored.get("generic") == declared.get("generic")
         and len(stored["args"]) == len(declared["args"])
     ):
-        # a container of records whose fields changed: judged element by element
+        # A container of records whose fields changed is judged element by element; one whose
+        # element type changed otherwise is a change of the field that holds it.
         found: list[Change] = []
         for old, new in zip(stored["args"], declared["args"], strict=True):
+            if old == strip_defaults(new):
+                continue
+            if not (_is_record(old) and _is_record(new)):
+                break
             found += changes(old, new, f"{path}[]")
-        return found
+        else:
+            return found
     plain = strip_defaults(declared)
     return [] if stored == plain else [Change("type_changed", path, stored, plain)]
 
@@ -246,6 +252,8 @@ def describe(fp: Fingerprint) -> str:  # noqa: PLR0911 -- one case per kind of f
     """A fingerprint as a person reads a type: ``tuple[str, ...]``, ``int | None``, a record
     as ``{a: int, b: str}``."""
     if isinstance(fp, str):
+        if fp in {"none", "any"}:
+            return fp.capitalize()
         return fp.rsplit(".", 1)[-1] if "." in fp and fp != "..." else fp
     if not isinstance(fp, dict):
         return repr(fp)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
 import attrs
 
+from akter.actor.upgrade import Upgrade, chain_of, declaration_problems
 from akter.callers import Anonymous, Caller, System, User
 from akter.errors import DeclarationError
 from akter.ids import MAX_ACTOR_TYPE_BYTES
@@ -132,7 +133,9 @@ class Actor(Generic[S]):
 
     ``initial`` builds the state of an actor that has never committed a turn; by default the
     state type is called with no arguments, so every field needs a default.
-    ``max_state_bytes`` caps the state's encoded UTF-8 JSON size (default 64 KiB)."""
+    ``max_state_bytes`` caps the state's encoded UTF-8 JSON size (default 64 KiB).
+    ``upgrade``: how states stored in older shapes of the state type are read — one
+    ``akter.Upgrade(OldType, function)`` or a chain of them, oldest first (``akter.actor.upgrade``)."""
 
     def __init__(
         self,
@@ -143,6 +146,7 @@ class Actor(Generic[S]):
         initial: Callable[[], S] | None = None,
         access: AccessPolicy = allow_all,
         max_state_bytes: int = DEFAULT_MAX_STATE_BYTES,
+        upgrade: Upgrade[Any] | Sequence[Upgrade[Any]] = (),
     ) -> None:
         problems: list[str] = []
         if not isinstance(name, str) or not _NAME.fullmatch(name):
@@ -167,6 +171,8 @@ class Actor(Generic[S]):
             if ev.__name__ in seen:
                 problems.append(f"two event types are named {ev.__name__}")
             seen[ev.__name__] = ev
+        upgrades = chain_of(upgrade)
+        problems.extend(declaration_problems(state, upgrades))
         if not callable(access):
             problems.append("access must be a callable (caller, command) -> bool")
         if not isinstance(max_state_bytes, int) or max_state_bytes <= 0:
@@ -179,6 +185,8 @@ class Actor(Generic[S]):
         self._initial = initial
         self.access = access
         self.max_state_bytes = max_state_bytes
+        #: how stored states of older shapes are read, oldest first
+        self.upgrades: tuple[Upgrade[Any], ...] = upgrades
         self.commands: dict[str, Command[S, Any, Any]] = {}
         # Members that other layers attach (workflows); keyed by their kind.
         self.extensions: dict[str, Any] = {}
