@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, LiteralString
 import attrs
 
 from akter.actor import manifest
-from akter.actor.upgrade import readable_shapes
+from akter.actor.upgrade import readable_shapes, state_shape
 from akter.errors import IncompatibleStoredData
 from akter.fingerprint import Change, Fingerprint, changes, describe, shape, with_defaults
 
@@ -230,35 +230,77 @@ class Refusal:
         }
 
 
+@attrs.frozen
+class Accepted:
+    """An actor type whose state type changed without a refusal, and whose stored states are
+    read otherwise than before: how many through an upgrade (``upgraded_states``), how many with
+    new fields at their defaults (``defaulted_states``)."""
+
+    actor_type: str
+    upgraded_states: int = 0
+    defaulted_states: int = 0
+
+    def text(self) -> str:
+        how = []
+        if self.upgraded_states:
+            how.append(
+                f"{_n(self.upgraded_states, 'stored state')} of an older shape will be upgraded when read"
+            )
+        if self.defaulted_states:
+            how.append(
+                f"{_n(self.defaulted_states, 'stored state')} will be read with new fields at their defaults"
+            )
+        return f"actor type {self.actor_type}: {'; '.join(how)}"
+
+    def data(self) -> dict[str, Any]:
+        return {
+            "actor_type": self.actor_type,
+            "upgraded_states": self.upgraded_states,
+            "defaulted_states": self.defaulted_states,
+        }
+
+
+@attrs.frozen
+class Verdict:
+    """What ``check`` found: the refusals, and the actor types whose stored states this code
+    reads through an upgrade or with new fields' defaults."""
+
+    refusals: tuple[Refusal, ...] = ()
+    changes: tuple[Accepted, ...] = ()
+
+
 def _n(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-async def check(conn: psycopg.AsyncConnection[Any], actors: Iterable[Actor[Any]]) -> list[Refusal]:
+async def check(conn: psycopg.AsyncConnection[Any], actors: Iterable[Actor[Any]]) -> Verdict:
     """Every way ``actors`` would misread what the database stores for them, counted, in the
-    order reports list them (see the module docstring). Runs in the caller's transaction."""
+    order reports list them, and the types that changed compatibly (see the module docstring).
+    Runs in the caller's transaction."""
     declared = {a.name: a for a in actors}
     if not declared:
-        return []
+        return Verdict()
     latest: dict[str, tuple[str, Mapping[str, Any]]] = {
         t: (h, m) for t, h, m in await (await conn.execute(LATEST, {"types": list(declared)})).fetchall()
     }
     changed = {t: m for t, (h, m) in latest.items() if h != manifest.of(declared[t])[1]}
     if not changed:
-        return []
+        return Verdict()
     tally: dict[tuple[str, Problem], list[int]] = {}
-    await _judge_states(conn, declared, changed, tally)
+    read = await _judge_states(conn, declared, changed, tally)
     await _judge_members(conn, declared, changed, tally)
     order = {code: i for i, code in enumerate(CODES)}
-    refusals = [
-        Refusal(t, p.subject, p.name, p.code, p.message, rows, waits, p.field)
-        for (t, p), (rows, waits) in tally.items()
-        if rows or waits
-    ]
-    return sorted(
-        refusals,
+    refusals = sorted(
+        (
+            Refusal(t, p.subject, p.name, p.code, p.message, rows, waits, p.field)
+            for (t, p), (rows, waits) in tally.items()
+            if rows or waits
+        ),
         key=lambda r: (r.actor_type, _SUBJECTS.index(r.subject), r.name or "", order[r.code], r.field or ""),
     )
+    refused = {r.actor_type for r in refusals}
+    changes = tuple(Accepted(t, *read[t]) for t in sorted(read) if t not in refused and any(read[t]))
+    return Verdict(tuple(refusals), changes)
 
 
 async def _judge_states(
@@ -266,13 +308,17 @@ async def _judge_states(
     declared: Mapping[str, Actor[Any]],
     changed: Mapping[str, Mapping[str, Any]],
     tally: dict[tuple[str, Problem], list[int]],
-) -> None:
+) -> dict[str, tuple[int, int]]:
+    """Judge the stored states of the types whose state changed; returns, per type, how many
+    states read through an upgrade and how many with new fields at their defaults."""
+
     def state_part(m: Mapping[str, Any]) -> tuple[Any, Any]:
         return m["state"], m["upgrades"]
 
+    read: dict[str, tuple[int, int]] = {}
     types = [t for t, m in changed.items() if state_part(m) != state_part(manifest.of(declared[t])[0])]
     if not types:
-        return
+        return read
     known: dict[str, dict[str, Fingerprint]] = {}  # actor type -> shape -> fingerprint
     first: dict[str, Fingerprint] = {}  # actor type -> the state of its first stored manifest
     for t, m in await (await conn.execute(STORED_SHAPES, {"types": types})).fetchall():
@@ -286,8 +332,15 @@ async def _judge_states(
             problems = [Problem("state_shape_unknown", "state", message)]
         else:
             problems = state_problems(declared[t], stored)
+            upgraded, defaulted = read.get(t, (0, 0))
+            if shape(stored) in readable_shapes(declared[t]) and shape(stored) != state_shape(declared[t]):
+                upgraded += int(count)
+            elif shape(stored) != state_shape(declared[t]) and not problems:
+                defaulted += int(count)
+            read[t] = (upgraded, defaulted)
         for problem in problems:
             tally.setdefault((t, problem), [0, 0])[0] += int(count)
+    return read
 
 
 async def _judge_members(
@@ -335,6 +388,6 @@ async def refuse_misreads(conn: psycopg.AsyncConnection[Any], actors: Iterable[A
     stores its manifests or runs anything."""
     async with conn.transaction():
         await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        refusals = await check(conn, actors)
-    if refusals:
-        raise IncompatibleStoredData(report_text(refusals), tuple(refusals))
+        verdict = await check(conn, actors)
+    if verdict.refusals:
+        raise IncompatibleStoredData(report_text(verdict.refusals), verdict.refusals)

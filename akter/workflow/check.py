@@ -148,6 +148,8 @@ class Report:
     refusals: tuple[Refusal, ...]
     #: the ways the App's actor types would misread stored data (``akter.actor.compat``)
     actor_refusals: tuple[actor_compat.Refusal, ...] = ()
+    #: the App's actor types whose stored states are read through an upgrade or with defaults
+    actor_changes: tuple[actor_compat.Accepted, ...] = ()
 
     @property
     def compatible(self) -> bool:
@@ -175,15 +177,19 @@ class Report:
                 for r in self.refusals
             ],
             "actor_refusals": [r.data() for r in self.actor_refusals],
+            "actor_changes": [c.data() for c in self.actor_changes],
         }
 
     def text(self) -> str:
         """The report for a person: refusals grouped by actor type, workflow and reason."""
         if self.compatible:
             on_current = self.open_executions - self.checked
-            return (
-                f"compatible: {_n(self.open_executions, 'open execution')} ({on_current} on this code's "
-                f"manifests, {self.checked} checked against their start manifests)"
+            return "\n".join(
+                [
+                    f"compatible: {_n(self.open_executions, 'open execution')} ({on_current} on this code's "
+                    f"manifests, {self.checked} checked against their start manifests)",
+                    *(c.text() for c in self.actor_changes),
+                ]
             )
         if not self.refusals:
             return actor_compat.report_text(self.actor_refusals)
@@ -249,9 +255,9 @@ async def check(app: App, conn: psycopg.AsyncConnection[Any], *, accept: bool = 
                     row = await (await conn.execute(REFUSED_BY_STEPS, params)).fetchone()
                     counted = int(row[0]) if row else 0
                 verdict.refused += counted
-        actor_refusals = await actor_compat.check(conn, app.actors.values())
+        actors = await actor_compat.check(conn, app.actors.values())
     report = verdict.report(open_executions=sum(int(g[3]) for g in by_manifest))
-    report = attrs.evolve(report, actor_refusals=tuple(actor_refusals))
+    report = attrs.evolve(report, actor_refusals=actors.refusals, actor_changes=actors.changes)
     if report.compatible and accept:
         async with conn.transaction():
             await conn.execute(manifest.ACCEPT, manifest.accept_params(declared.values()))

@@ -250,14 +250,25 @@ async def test_an_app_that_would_misread_stored_data_refuses_to_open_and_writes_
         assert await peek.count("actor_receipts") == receipts
 
 
-@pytest.mark.parametrize("variant", ["additive", "upgraded", "chained", "before"])
-async def test_compatible_changes_pass_and_their_manifests_are_stored(variant: str, restored: str) -> None:
+@pytest.mark.parametrize(
+    ("variant", "says"),
+    [
+        ("additive", "2 stored states will be read with new fields at their defaults"),
+        ("upgraded", "2 stored states of an older shape will be upgraded when read"),
+        ("chained", "2 stored states of an older shape will be upgraded when read"),
+        ("before", None),
+    ],
+)
+async def test_compatible_changes_pass_and_their_manifests_are_stored(
+    variant: str, says: str | None, restored: str
+) -> None:
     app = load_app(f"tests.apps.cart:{variant}")
     checked = await cli("workflows", "check", f"tests.apps.cart:{variant}", "--database-url", restored)
+    changed = "" if says is None else f"actor type Cart: {says}\n"
     assert (checked.exit_code, checked.stdout) == (
         0,
         "compatible: 0 open executions (0 on this code's manifests, 0 checked against their start "
-        "manifests)\n",
+        f"manifests)\n{changed}",
     ), checked.output
     async with peeking(restored) as peek:
         for actor in app.actors.values():
