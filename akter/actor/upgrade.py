@@ -69,7 +69,7 @@ def declaration_problems(state: Any, upgrades: Sequence[Any]) -> list[str]:
     """What is wrong with these upgrades of an actor type with this state type, every problem
     at once (``Actor`` raises them as one ``DeclarationError``)."""
     problems: list[str] = []
-    current = fingerprint(state) if attrs.has(state) else None
+    current = fingerprint(state) if isinstance(state, type) and attrs.has(state) else None
     seen: dict[str, str] = {}
     for i, up in enumerate(upgrades, 1):
         subject = f"upgrade {i}"

@@ -217,3 +217,10 @@ def test_upgrades_are_validated_when_declared() -> None:
         "upgrade 4: two upgrades are from the shape of Cart",
         "upgrade 5: 'no upgrade' is not an akter.Upgrade",
     ]
+
+
+def test_upgrades_of_an_invalid_state_type_are_reported_with_it() -> None:
+    with pytest.raises(akter.DeclarationError) as err:
+        akter.Actor("Cart", state=1, upgrade=akter.Upgrade(int, str))  # type: ignore[arg-type]
+    assert "upgrade 1: from-type <class 'int'> must be an attrs class" in err.value.problems
+    assert len(err.value.problems) == 2  # and the state type's own problem
