@@ -7,6 +7,7 @@ else is internal and may change without notice.
 from akter.actor.client import ActorHandle, Client, SyncClient
 from akter.actor.declare import Actor, Command, allow_all, deny_anonymous, users_only
 from akter.actor.turn import Turn
+from akter.actor.upgrade import Upgrade
 from akter.app import App
 from akter.callers import Anonymous, Caller, Principal, System, User
 from akter.errors import (
@@ -25,6 +26,7 @@ from akter.errors import (
     EffectDefect,
     EmbeddedServerError,
     EventTooLarge,
+    IncompatibleStoredData,
     InternalCommand,
     Interrupted,
     InvalidActorId,
@@ -90,6 +92,7 @@ __all__ = [
     "EffectDefect",
     "EmbeddedServerError",
     "EventTooLarge",
+    "IncompatibleStoredData",
     "InternalCommand",
     "Interrupted",
     "InvalidActorId",
@@ -118,6 +121,7 @@ __all__ = [
     "TurnClosed",
     "UndeliverableIntent",
     "UnknownCommand",
+    "Upgrade",
     "User",
     "Versions",
     "WaitStep",

@@ -23,8 +23,10 @@ import psycopg_pool
 
 from akter import faults
 from akter.actor.client import _LoopThread
+from akter.actor.compat import refuse_misreads
 from akter.actor.declare import Actor, Command
 from akter.actor.kernel import Committed, TurnHook, TurnOptions, run_turn
+from akter.actor.manifest import accept as accept_actor_manifests
 from akter.callers import Caller
 from akter.errors import CommandExpired, ConfigurationError, DeclarationError
 from akter.ids import ActorRef, CommandId
@@ -201,15 +203,17 @@ class Runtime:
         url = await asyncio.to_thread(resolve_database_url, app.database_url)
         await asyncio.to_thread(migrate, url)
         pool = await open_pool(url, max_size=app.pool_size, lock_timeout=app.lock_timeout)
-        async with pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT (extract(epoch FROM retry_window) * 1000)::bigint,"
-                " (extract(epoch FROM akter_now()) * 1000)::bigint FROM actor_deployment"
-            )
-            row = await cur.fetchone()
-            # Every manifest this process may start executions under is stored before any
-            # start commits, so a runner can always load an execution's start manifest.
-            await accept_manifests(conn, app.actors.values())
+        try:
+            async with pool.connection() as conn:
+                cur = await conn.execute(
+                    "SELECT (extract(epoch FROM retry_window) * 1000)::bigint,"
+                    " (extract(epoch FROM akter_now()) * 1000)::bigint FROM actor_deployment"
+                )
+                row = await cur.fetchone()
+                await _accept_declarations(conn, app)
+        except BaseException:
+            await pool.close()
+            raise
         if row is None:
             raise ConfigurationError("actor_deployment is empty; the schema was not migrated by akter")
         window, now_ms = row
@@ -260,6 +264,16 @@ class Runtime:
             else:
                 self.skew_ms = record.now_ms - _local_ms()
                 return record
+
+
+async def _accept_declarations(conn: psycopg.AsyncConnection[Any], app: App) -> None:
+    """Refuse actor types that would misread stored data (``IncompatibleStoredData``, before
+    anything is written), then store the App's actor and workflow manifests. Every manifest
+    this process may start executions under is stored before any start commits, so a runner
+    can always load an execution's start manifest."""
+    await refuse_misreads(conn, app.actors.values())
+    await accept_actor_manifests(conn, app.actors.values())
+    await accept_manifests(conn, app.actors.values())
 
 
 def _local_ms() -> int:

@@ -15,8 +15,10 @@ subcommand::
     3    akter itself failed (a bug): its traceback, then an ``akter: internal error`` line
     130  interrupted (Ctrl-C) before it finished
 
-``akter workflows check APP`` is the deploy check (``akter.workflow.check``). ``akter relay``
-runs the same check before it starts and exits 1 with the same report when it refuses.
+``akter workflows check APP`` is the deploy check (``akter.workflow.check``): 0 compatible, 1
+refused, 2 usage or database errors. ``akter relay`` runs the same check before it starts and
+exits 1 with the same report when it refuses (an App whose actor types would misread stored
+data is refused as its runtime opens, with that report too).
 
 ``akter outbox retry|delete ID`` (``akter.outbox.admin``) acts on intents the relay parked as
 undeliverable; ``akter inspect parked`` lists them.
@@ -40,7 +42,7 @@ import psycopg_pool
 
 from akter import cli_support
 from akter.cli_support import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, fail, fail_with, load_app, one_line
-from akter.errors import AkterError, ConfigurationError
+from akter.errors import AkterError, ConfigurationError, IncompatibleStoredData
 from akter.workflow.check import workflows
 
 __all__ = ["EXIT_FAILURE", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "load_app", "main"]
@@ -244,6 +246,11 @@ async def _run_relay(app: Any, settings: Any) -> int:
 
     try:
         runtime = await app.runtime()
+    except IncompatibleStoredData as exc:
+        # refused like the workflow check below refuses: the same report, the same exit code
+        log.error("the relay refuses to start: this code would misread stored data")  # noqa: TRY400
+        click.echo(exc.report, err=True)
+        return EXIT_FAILURE
     except (AkterError, psycopg.Error, psycopg_pool.PoolTimeout) as exc:
         # an expected refusal (no database, schema too new): the message says it all
         if isinstance(exc, psycopg.OperationalError):

@@ -10,6 +10,7 @@ own, and every class says when it is raised and what it carries::
     │   └── EmbeddedServerError     the embedded PostgreSQL could not be started
     ├── SchemaError                 the database schema cannot be used by this akter
     │   └── SchemaTooNew            the database was migrated by a newer akter
+    ├── IncompatibleStoredData      an App's actor types would misread data already stored
     ├── InvalidInput                bad input from a caller; nothing was written
     │   ├── InvalidActorId          empty, oversized or non-UTF-8 actor id or tenant
     │   ├── InvalidCommandId        a command id that is not ``v1.<issued>.<expires>.<uuid>``
@@ -42,6 +43,8 @@ as ``__cause__``), because a handler defect must reach the caller and never comm
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class AkterError(Exception):
@@ -79,6 +82,21 @@ class SchemaTooNew(SchemaError):
         super().__init__(
             f"the database schema is at version {database_version} but this akter knows migrations "
             f"up to {known_version}; upgrade akter instead of running an older one against it"
+        )
+
+
+class IncompatibleStoredData(AkterError):
+    """An App's actor types would misread data already stored — a state field renamed without
+    an upgrade, an event type removed while events of it are stored, a command payload changed
+    while undelivered intents carry it. Raised when the App opens its runtime, before anything
+    is written. ``report`` is what ``akter workflows check`` prints for it (the message says it
+    too); ``refusals`` are its lines as data (``akter.actor.compat.Refusal``)."""
+
+    def __init__(self, report: str, refusals: tuple[Any, ...]) -> None:
+        self.report = report
+        self.refusals = refusals
+        super().__init__(
+            f"this App's actor types would misread data already stored in the database:\n{report}"
         )
 
 

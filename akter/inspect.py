@@ -27,6 +27,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from akter import codec
+from akter.actor.upgrade import stored_type
 from akter.errors import AkterError, ConfigurationError, CorruptRecord
 from akter.ids import ActorRef, ExecutionId
 
@@ -318,7 +319,7 @@ _ACTOR: LiteralString = (
     "SELECT generation, version, event_seq, created_at, akter_now() AS now FROM actor_generations WHERE "
     + _KEY
 )
-_STATE: LiteralString = "SELECT state, updated_at FROM actor_state WHERE " + _KEY
+_STATE: LiteralString = "SELECT state, shape, updated_at FROM actor_state WHERE " + _KEY
 _RECEIPTS: LiteralString = (
     "SELECT command_id, command, failed, outcome, caller_key, created_at, expires_at"
     " FROM actor_receipts WHERE " + _KEY + " ORDER BY created_at DESC, command_id LIMIT %(limit)s"
@@ -543,7 +544,8 @@ async def read_actor(
             primitive, bad = _parse(data)
             state = bad or _bad(f"this App declares no actor type {ref.actor_type}", primitive)
         else:
-            state = decode_value(data, actor.state_type)
+            # as the type it was written as: a state of an older shape is shown as it is stored
+            state = decode_value(data, stored_type(actor, state_rows[0]["shape"]))
     counts = (await _all(conn, _COUNTS, params))[0]
     return ActorView(
         now=head[0]["now"],

@@ -158,6 +158,7 @@ def write_params(key: dict[str, Any], command_id: str, event_seq: int) -> dict[s
         "expires_ms": int(time.time() * 1000) + 86_400_000,
         "event_seq": event_seq,
         "state": b'\x00{"count":%d}' % (event_seq + 1),
+        "state_shape": None,
         "tag0": "Bumped",
         "value0": b'\x00{"total":1}',
     }
@@ -248,7 +249,8 @@ END $$;
 CREATE FUNCTION bench_write(
     p_rk bigint, p_tenant text, p_actor_type text, p_actor_id text, p_command_id text,
     p_command text, p_payload_hash bytea, p_caller_key text, p_outcome bytea, p_failed boolean,
-    p_expires_ms bigint, p_state bytea, p_event_seq bigint, p_tags text[], p_values bytea[])
+    p_expires_ms bigint, p_state bytea, p_state_shape text, p_event_seq bigint, p_tags text[],
+    p_values bytea[])
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     emitted integer := coalesce(cardinality(p_tags), 0);

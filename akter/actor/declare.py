@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 import attrs
 
 from akter import codec
+from akter.actor.upgrade import Upgrade, chain_of, declaration_problems
 from akter.callers import Anonymous, Caller, System, User
 from akter.errors import DeclarationError
 from akter.ids import MAX_ACTOR_TYPE_BYTES
@@ -144,7 +145,9 @@ class Actor(Generic[S]):
     ``max_state_bytes`` caps the state's encoded UTF-8 JSON size (default 64 KiB);
     ``max_payload_bytes`` each command payload, workflow inputs included, ``max_event_bytes``
     each event and ``max_result_bytes`` each activity result of its workflows (256 KiB each by
-    default; ``akter.limits`` says where each is checked)."""
+    default; ``akter.limits`` says where each is checked).
+    ``upgrade``: how states stored in older shapes of the state type are read — one
+    ``akter.Upgrade(OldType, function)`` or a chain of them, oldest first (``akter.actor.upgrade``)."""
 
     def __init__(
         self,
@@ -158,6 +161,7 @@ class Actor(Generic[S]):
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+        upgrade: Upgrade[Any] | Sequence[Upgrade[Any]] = (),
     ) -> None:
         problems: list[str] = []
         if not isinstance(name, str) or not _NAME.fullmatch(name):
@@ -185,6 +189,8 @@ class Actor(Generic[S]):
             if ev.__name__ in seen:
                 problems.append(f"two event types are named {ev.__name__}")
             seen[ev.__name__] = ev
+        upgrades = chain_of(upgrade)
+        problems.extend(declaration_problems(state, upgrades))
         if not callable(access):
             problems.append("access must be a callable (caller, command) -> bool")
         caps = {
@@ -209,6 +215,8 @@ class Actor(Generic[S]):
         self.max_payload_bytes = max_payload_bytes
         self.max_event_bytes = max_event_bytes
         self.max_result_bytes = max_result_bytes
+        #: how stored states of older shapes are read, oldest first
+        self.upgrades: tuple[Upgrade[Any], ...] = upgrades
         self.commands: dict[str, Command[S, Any, Any]] = {}
         # Members that other layers attach (workflows); keyed by their kind.
         self.extensions: dict[str, Any] = {}

@@ -48,6 +48,7 @@ from akter import codec, faults, limits
 from akter.actor import queries
 from akter.actor.declare import Command
 from akter.actor.turn import Turn
+from akter.actor.upgrade import read_state, state_shape
 from akter.callers import Caller, System
 from akter.errors import (
     AccessDenied,
@@ -272,7 +273,7 @@ async def _turn_once(
 async def _handle(request: _Request, row: queries.Loaded) -> tuple[Turn[Any], Outcome]:
     """Run the handler in memory on the loaded state; the turn is closed when this returns."""
     actor = request.command.actor
-    state = actor.initial_state() if row.state is None else codec.decode(row.state, actor.state_type)
+    state = actor.initial_state() if row.state is None else read_state(actor, row.state, row.state_shape)
     now = datetime.fromtimestamp(row.now_ms / 1000, tz=UTC)
     turn: Turn[Any] = Turn(request.ref, request.caller, str(request.command_id), state, now)
     await faults.hit("turn.before_handler", request.ref.actor_id, str(request.command_id))
@@ -309,6 +310,7 @@ def _prepare_write(
         "expires_ms": request.command_id.expires_ms,
         "event_seq": row.event_seq,
         "state": None,
+        "state_shape": state_shape(actor),
     }
     events: tuple[tuple[int, str, object], ...] = ()
     if isinstance(outcome, Success):
@@ -316,7 +318,8 @@ def _prepare_write(
         if len(state_json) > actor.max_state_bytes:
             raise StateTooLarge(actor.name, len(state_json), actor.max_state_bytes)
         framed = codec.frame(state_json)
-        if row.state is None or framed != row.state:
+        # a state read in an older shape is written back in the current one, changed or not
+        if row.state is None or framed != row.state or row.state_shape != write["state_shape"]:
             write["state"] = framed
         events = tuple((row.event_seq + 1 + i, actor.event_tag(e), e) for i, e in enumerate(turn._events))
         for i, (_, tag, event) in enumerate(events):

@@ -1,5 +1,6 @@
 """The SQL a turn sends: two simple-protocol batches calling the turn procedures of
-``sql/004_turn_procedures.sql``.
+``sql/004_turn_procedures.sql`` (as ``sql/006_actor_manifests.sql`` redefines them, with the
+state's shape).
 
 A turn is two round trips: ``BEGIN; CALL akter_turn_load(...)`` and
 ``CALL akter_turn_write(...); COMMIT``. Parameters are bound client-side (``AsyncClientCursor``),
@@ -21,7 +22,7 @@ _KEY: LiteralString = "%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s"
 #: Locks the actor row (creating it on first use) and reads what a turn needs: one row, the
 #: procedure's OUT parameters (passed as NULL, as CALL requires).
 LOAD: LiteralString = (
-    f"CALL akter_turn_load({_KEY}, %(command_id)s, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
+    f"CALL akter_turn_load({_KEY}, %(command_id)s, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
 )
 BEGIN_AND_LOAD: LiteralString = "BEGIN; " + LOAD
 
@@ -31,6 +32,8 @@ class Loaded(NamedTuple):
 
     event_seq: int
     state: bytes | None
+    #: the shape the state was written in (``akter.actor.upgrade``); None before sql/006
+    state_shape: str | None
     #: the receipt of this command id, all None when there is none
     command: str | None
     payload_hash: bytes | None
@@ -54,6 +57,6 @@ def write(events: int) -> LiteralString:
     # assembled from fixed fragments and integers only, never from values
     return (
         f"CALL akter_turn_write({_KEY}, %(command_id)s, %(command)s, %(payload_hash)s,"
-        f" %(caller_key)s, %(outcome)s, %(failed)s, %(expires_ms)s, %(state)s, %(event_seq)s,"
-        f" {arrays})"
+        f" %(caller_key)s, %(outcome)s, %(failed)s, %(expires_ms)s, %(state)s, %(state_shape)s,"
+        f" %(event_seq)s, {arrays})"
     )

@@ -19,6 +19,10 @@ grouping in SQL, in one read-only snapshot:
    refused as a whole, so that the total of refused executions is exact (one execution can have
    several reasons).
 
+The App's actor types are judged too, in the same snapshot (``akter.actor.compat.check``): a
+state, event or payload change that would misread stored rows is refused with the number of
+rows, in the same report (``Report.actor_refusals``).
+
 Each group is judged by the same ``compat.judge`` a runner applies before every pass, once with
 no recorded step (what holds for every execution of the group: its start manifest, payload and
 markers) and once per recorded (step, kind) (what recording that step adds). The problems are
@@ -46,6 +50,8 @@ import click
 import psycopg
 from psycopg.types.json import Jsonb
 
+from akter.actor import compat as actor_compat
+from akter.actor import manifest as actor_manifest
 from akter.errors import AkterError, ConfigurationError
 from akter.workflow import compat, manifest
 
@@ -140,10 +146,14 @@ class Report:
     checked: int
     refused_executions: int
     refusals: tuple[Refusal, ...]
+    #: the ways the App's actor types would misread stored data (``akter.actor.compat``)
+    actor_refusals: tuple[actor_compat.Refusal, ...] = ()
+    #: the App's actor types whose stored states are read through an upgrade or with defaults
+    actor_changes: tuple[actor_compat.Accepted, ...] = ()
 
     @property
     def compatible(self) -> bool:
-        return not self.refusals
+        return not self.refusals and not self.actor_refusals
 
     def data(self) -> dict[str, Any]:
         """The report as JSON-able data (``--json``)."""
@@ -166,16 +176,23 @@ class Report:
                 }
                 for r in self.refusals
             ],
+            "actor_refusals": [r.data() for r in self.actor_refusals],
+            "actor_changes": [c.data() for c in self.actor_changes],
         }
 
     def text(self) -> str:
         """The report for a person: refusals grouped by actor type, workflow and reason."""
         if self.compatible:
             on_current = self.open_executions - self.checked
-            return (
-                f"compatible: {_n(self.open_executions, 'open execution')} ({on_current} on this code's "
-                f"manifests, {self.checked} checked against their start manifests)"
+            return "\n".join(
+                [
+                    f"compatible: {_n(self.open_executions, 'open execution')} ({on_current} on this code's "
+                    f"manifests, {self.checked} checked against their start manifests)",
+                    *(c.text() for c in self.actor_changes),
+                ]
             )
+        if not self.refusals:
+            return actor_compat.report_text(self.actor_refusals)
         lines = [
             f"refused: {self.refused_executions} of {_n(self.open_executions, 'open execution')} "
             "cannot be replayed by this code"
@@ -193,6 +210,8 @@ class Report:
                 f"oldest started {_when(r.oldest_started_at)}",
                 f"      what to do: {r.hint}",
             ]
+        if self.actor_refusals:
+            lines += ["", actor_compat.report_text(self.actor_refusals)]
         return "\n".join(lines)
 
 
@@ -236,10 +255,13 @@ async def check(app: App, conn: psycopg.AsyncConnection[Any], *, accept: bool = 
                     row = await (await conn.execute(REFUSED_BY_STEPS, params)).fetchone()
                     counted = int(row[0]) if row else 0
                 verdict.refused += counted
+        actors = await actor_compat.check(conn, app.actors.values())
     report = verdict.report(open_executions=sum(int(g[3]) for g in by_manifest))
+    report = attrs.evolve(report, actor_refusals=actors.refusals, actor_changes=actors.changes)
     if report.compatible and accept:
         async with conn.transaction():
             await conn.execute(manifest.ACCEPT, manifest.accept_params(declared.values()))
+            await actor_manifest.accept(conn, app.actors.values())
     return report
 
 
@@ -398,7 +420,11 @@ def check_command(app_path: str, database_url: str | None, *, as_json: bool) -> 
     changed its result schema; its payload schema changed; a version marker it recorded is no
     longer declared or outside min..current, or it predates a marker whose min is above 0.
     Refusals are grouped by actor type, workflow and reason, with counts, the oldest start time
-    and what to do. A compatible check stores APP's manifests as accepted.
+    and what to do. It also refuses when APP's actor types would misread stored data: a state
+    field removed or renamed without an upgrade, or of another type; an event type removed or
+    changed while events of it are stored; a command payload changed while undelivered intents
+    carry it — with the number of stored rows. A compatible check stores APP's manifests as
+    accepted.
 
     Exit 0 compatible, 1 refused, 2 usage or database errors, 3 a crash (a bug in akter)."""
     from akter import cli_support

@@ -229,6 +229,8 @@ async def test_a_refused_deploy_is_reported_by_the_check_and_the_relay_and_left_
                         "what_to_do": what_to_do,
                     }
                 ],
+                "actor_refusals": [],
+                "actor_changes": [],
             }
             relay = await cli("relay", app_path, "--database-url", url)
             assert (relay.exit_code, relay.stderr) == (1, report), relay.output

@@ -19,6 +19,7 @@ import attrs
 import pytest
 
 import akter
+from akter.fingerprint import fingerprint
 from akter.workflow import compat, manifest
 from akter.workflow.check import _Verdict
 from tests.apps import depot, depot_cosmetic
@@ -168,7 +169,7 @@ class Hidden:
     ],
 )
 def test_fingerprints_describe_how_a_type_is_stored(tp: Any, expected: Any) -> None:
-    assert manifest.fingerprint(tp) == expected
+    assert fingerprint(tp) == expected
 
 
 def test_cosmetic_rewrites_keep_the_hash_and_every_real_change_moves_it() -> None:

@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import akter
+from akter.fingerprint import fingerprint
 from akter.workflow import manifest
 
 SCALARS = {"int": int, "str": str, "float": float, "bool": bool, "bytes": bytes, "datetime": datetime}
@@ -113,7 +114,7 @@ def builds(draw: st.DrawFn, shape: Shape) -> Any:
 @given(st.data(), classes)
 def test_names_and_field_order_are_free(data: st.DataObject, shape: Shape) -> None:
     one, other = data.draw(builds(shape)), data.draw(builds(shape))
-    assert manifest.fingerprint(one) == manifest.fingerprint(other)
+    assert fingerprint(one) == fingerprint(other)
 
 
 @settings(max_examples=60, deadline=None)
@@ -121,7 +122,7 @@ def test_names_and_field_order_are_free(data: st.DataObject, shape: Shape) -> No
 def test_any_change_at_any_depth_changes_the_fingerprint(data: st.DataObject, shape: Shape) -> None:
     changed = data.draw(st.sampled_from(mutations(shape)))
     assert changed != shape
-    assert manifest.fingerprint(data.draw(builds(shape))) != manifest.fingerprint(data.draw(builds(changed)))
+    assert fingerprint(data.draw(builds(shape))) != fingerprint(data.draw(builds(changed)))
 
 
 @st.composite
