@@ -30,6 +30,7 @@ from akter import codec
 from akter.actor.upgrade import stored_type
 from akter.errors import AkterError, ConfigurationError, CorruptRecord
 from akter.ids import ActorRef, ExecutionId
+from akter.workflow.driver import StepKey
 
 if TYPE_CHECKING:
     from akter.actor.declare import Actor, Command
@@ -119,7 +120,7 @@ def _declared_error(primitive: Any, errors: Sequence[type[Exception]] | None, wh
     )
 
 
-def decode_exit(  # noqa: PLR0911 -- one return per exit tag, in the order of exits.py
+def decode_exit(  # noqa: PLR0911, PLR0912 -- one branch per exit tag, in the order of exits.py
     data: bytes,
     where: str,
     ok: Callable[[Any], Shown] | None,
@@ -132,8 +133,15 @@ def decode_exit(  # noqa: PLR0911 -- one return per exit tag, in the order of ex
     primitive, bad = _parse(data)
     if bad is not None:
         return bad
-    if not isinstance(primitive, dict) or len(primitive.keys() - {"retry_at_ms"}) != 1:
+    if not isinstance(primitive, dict) or len(primitive.keys() - {"retry_at_ms", "after_interrupt"}) != 1:
         return _bad("not a tagged exit", primitive)
+    if primitive.get("after_interrupt") is True:
+        shown = decode_exit(
+            codec.encode({k: v for k, v in primitive.items() if k != "after_interrupt"}), where, ok, errors
+        )
+        return (
+            Shown(text=f"{shown.text} (settled after the interrupt)", data=primitive) if shown.ok else shown
+        )
     if "ok" in primitive:
         if ok is None:
             return _bad(f"{where} is not declared by this App, so its value cannot be read", primitive)
@@ -156,7 +164,25 @@ def decode_exit(  # noqa: PLR0911 -- one return per exit tag, in the order of ex
         return Shown(text="interrupted", data=primitive)
     if "winner" in primitive and isinstance(primitive["winner"], int):
         return Shown(text=f"branch {primitive['winner']} won", data=primitive)
+    if "abandoned" in primitive:
+        return Shown(text="abandoned (its race or all gave this branch up)", data=primitive)
+    if "compensation_failed" in primitive:
+        return _compensation_failed(primitive, where, errors)
     return _bad("unknown exit tag", primitive)
+
+
+def _compensation_failed(
+    primitive: dict[str, Any], where: str, errors: Sequence[type[Exception]] | None
+) -> Shown:
+    body = primitive["compensation_failed"]
+    if not isinstance(body, dict) or not isinstance(body.get("failures"), list):
+        return _bad("a compensation_failed exit without its failures", primitive)
+    original = body.get("original")
+    ended = "succeeded"
+    if original is not None:
+        ended = decode_exit(codec.encode(original), where, None, errors).text
+    failures = "; ".join(str(f) for f in body["failures"])
+    return Shown(text=f"compensation failed after the body ended ({ended}): {failures}", data=primitive)
 
 
 def _ok_as(as_type: Any) -> Callable[[Any], Shown]:
@@ -237,6 +263,9 @@ class OutboxView:
 @attrs.frozen
 class StepView:
     step: str
+    #: which await of the step this is (1-based) within ``scope`` ("" for the body, else a branch)
+    occurrence: int
+    scope: str
     attempt: int
     kind: str
     exit: Shown | None
@@ -358,10 +387,11 @@ SELECT execution_id, workflow, key, manifest_hash, payload, principal, versions,
   FROM actor_workflow_executions
  WHERE routing_key = %(rk)s AND execution_id = %(eid)s"""
 _STEPS: LiteralString = """
-SELECT step, attempt, kind, exit, due_at, wait_tag, wait_cursor, scanned, started_at, settled_at
+SELECT step, scope, occurrence, attempt, kind, exit, due_at, wait_tag, wait_cursor, scanned, started_at,
+       settled_at
   FROM actor_workflow_step
  WHERE routing_key = %(rk)s AND execution_id = %(eid)s
- ORDER BY started_at, step, attempt"""
+ ORDER BY started_at, step, scope, occurrence, attempt"""
 
 
 def _actor_of(app: App, actor_type: str) -> Actor[Any] | None:
@@ -498,6 +528,8 @@ def _step(workflow: Workflow[Any, Any] | None, row: dict[str, Any]) -> StepView:
         exit_ = decode_exit(bytes(row["exit"]), where, ok, errors)
     return StepView(
         step=row["step"],
+        occurrence=row["occurrence"],
+        scope=row["scope"],
         attempt=row["attempt"],
         kind=row["kind"],
         exit=exit_,
@@ -668,8 +700,9 @@ def _outbox_lines(row: OutboxView, now: datetime) -> list[str]:
 
 
 def step_line(step: StepView, now: datetime) -> str:
-    """One step: name, attempt, kind, and its exit or what it is waiting for."""
-    head = f"{step.step} #{step.attempt} ({step.kind})"
+    """One step occurrence's attempt: ``name#occurrence`` (with its branch), the attempt, its
+    kind, and its exit or what it is waiting for."""
+    head = f"{StepKey(step.step, step.scope, step.occurrence)} attempt {step.attempt} ({step.kind})"
     if step.exit is not None:
         return f"{head}: {step.exit.text}"
     if step.kind == "clock" and step.due_at is not None:

@@ -213,7 +213,10 @@ class Pass:
         self.principal = principal
         self.interrupting = bool(head["interrupt"])
         self.driver = Driver(workflow, ctx, payload, history, interrupted=self.interrupting)
-        await self._drive(workflow)
+        try:
+            await self._drive(workflow)
+        except CorruptRecord as exc:
+            await self._leave_blocked([f"recorded history does not decode: {exc}"])
 
     async def _leave_blocked(self, reasons: list[str]) -> None:
         reason = "; ".join(reasons)
@@ -234,11 +237,7 @@ class Pass:
                     continue
                 driver.interrupt()
             now = self.now_ms()
-            try:
-                needs = driver.advance(now)
-            except CorruptRecord as exc:
-                await self._leave_blocked([f"recorded history does not decode: {exc}"])
-                return
+            needs = driver.advance(now)
             if driver.final is not None:
                 await self._settle_draining()
                 await self._finish(workflow, driver.final)
@@ -495,10 +494,9 @@ class Pass:
             try:
                 primitive = codec.decode_primitive(bytes(ev["value"]))
                 value: Any = codec.from_primitive(primitive, step.event)
-            except Exception as exc:
-                message = f"wait {key}: event #{last} does not decode: {exc}"
-                defect = {"type": "CorruptRecord", "message": message}
-                return await self._settle_wait(key, effect, {"defect": defect}, last, timed_out=False)
+            except CorruptRecord as exc:
+                # stored data, not the body's doing: park with the reason (invariant 13)
+                raise CorruptRecord(f"wait {key}: event #{last} does not decode: {exc}") from exc
             try:
                 matched = effect.where is None or bool(effect.where(value))
             except Exception as exc:

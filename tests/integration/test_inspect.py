@@ -116,9 +116,9 @@ async def test_execution_shows_decoded_steps_and_its_timer(stored: Stored) -> No
     text = waiting.output
     assert "status     suspended" in text
     assert "payload    Order(id='order-2', warehouse='warehouse-1', sku='widget', qty=1" in text
-    assert "reserve #1 (activity): ok Reservation(order='order-2', sku='widget', qty=1)" in text
-    assert "cool-off #1 (clock): elapsed" in text
-    assert "payment #1 (wait): pending, waiting for PaymentReceived after event #1, deadline" in text
+    assert "reserve#1 attempt 1 (activity): ok Reservation(order='order-2', sku='widget', qty=1)" in text
+    assert "cool-off#1 attempt 1 (clock): elapsed" in text
+    assert "payment#1 attempt 1 (wait): pending, waiting for PaymentReceived after event #1, deadline" in text
     assert f"timer      wf:{stored.waiting}, due" in text
 
     paid = await inspect_execution(stored, stored.paid, "--json")
@@ -163,7 +163,7 @@ async def test_undecodable_rows_are_shown_as_undecodable(stored: Stored, peek: P
     execution = await inspect_execution(stored, stored.paid)
     assert execution.exit_code == 0, execution.output
     undeclared = "step reserve of <workflow DemoShop.Fulfil> no longer declares error Gone"
-    assert f"reserve #1 (activity): <undecodable: {undeclared}>" in execution.output
+    assert f"reserve#1 attempt 1 (activity): <undecodable: {undeclared}>" in execution.output
 
 
 async def test_not_found_exits_1_and_usage_or_database_errors_exit_2(stored: Stored, peek: Peek) -> None:

@@ -348,3 +348,64 @@ async def test_a_stored_value_that_does_not_decode_parks_the_execution_with_a_re
         "SELECT extract(epoch FROM due_at - akter_now()) FROM actor_outbox WHERE timer_key LIKE 'wf:%%'"
     )
     assert timer > 30, "offered again later, for a runner that can read it"
+
+
+# ---- akter inspect shows occurrences, abandoned branches and failed cleanups -----------------
+
+
+async def _inspect(database_url: str, execution_id: str) -> str:
+    from click.testing import CliRunner
+
+    from akter.inspect import inspect_group
+
+    args = ["execution", "tests.apps.edges:app", execution_id, "--database-url", database_url]
+    result = await asyncio.to_thread(CliRunner().invoke, inspect_group, args)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+async def test_inspect_shows_each_occurrence_abandoned_waits_and_failed_undos(
+    env: Any, database_url: str, clock: testing.Clock
+) -> None:
+    app, relay, client = env
+    looped = await client.actor(Edges, "show-loop", tenant="acme").start(
+        Loop, Job("show", count=3, seconds=0)
+    )
+    await looped.result(timeout=60)
+    text = await _inspect(database_url, looped.execution_id)
+    assert "echo#1 attempt 1 (activity): ok 'show-0'" in text
+    assert "echo#3 attempt 1 (activity): ok 'show-2'" in text
+    assert "nap#3 attempt 1 (clock)" in text
+
+    raced = await client.actor(Edges, "show-race", tenant="acme").start(Abandon, Job("show-race", seconds=5))
+    await quiet(app, relay)
+    await clock.advance(timedelta(seconds=6))
+    await quiet(app, relay)
+    text = await _inspect(database_url, raced.execution_id)
+    assert "hear#1 in branch 1.0 attempt 1 (wait): abandoned" in text
+
+    undone = await client.actor(Edges, "show-undo", tenant="acme").start(Undo, Job("raises"))
+    await undone.result(timeout=60)
+    text = await _inspect(database_url, undone.execution_id)
+    assert "compensation failed after the body ended (error Refused" in text
+    assert "forward#2 attempt 1 (activity): ok 'raises-2'" in text
+
+
+async def test_an_event_that_does_not_decode_parks_the_waiting_execution(
+    database_url: str, peek: Peek
+) -> None:
+    app = edges.make_app(database_url)
+    async with app.client() as client:  # no relay yet: nothing scans before the event is spoiled
+        actor = client.actor(Edges, "bad-event", tenant="acme")
+        run = await actor.start(Listen, Job("bad-event"))
+        await actor.send(note, Send("bad-event", 1))
+    await peek.rows(
+        "UPDATE actor_events SET value = '\\x00'::bytea || convert_to('{\"zzz\":1}', 'UTF8') RETURNING 1"
+    )
+    async with running(app) as (relay, client):
+        status = await until(
+            client.run(Listen, run.execution_id, tenant="acme").poll, lambda s: s.blocked_reason
+        )
+        assert status.status == "suspended"
+        assert "event #1 does not decode" in status.blocked_reason
+        await quiet(app, relay, within=30)
