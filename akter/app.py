@@ -116,6 +116,10 @@ class App:
         self.relay_plugins.append(self.workflow_runner)
 
     def check_declared(self, actor: Actor[Any]) -> None:
+        from akter.actor.declare import Actor as ActorType
+
+        if not isinstance(actor, ActorType):
+            raise ConfigurationError(f"client.actor() takes an akter.Actor, got {type(actor).__name__}")
         if self.actors.get(actor.name) is not actor:
             raise ConfigurationError(f"{actor!r} is not part of this App; pass it to akter.App([...])")
 

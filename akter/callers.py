@@ -9,12 +9,32 @@ from __future__ import annotations
 
 import attrs
 
+from akter.errors import InvalidInput
+
+#: the longest subject a User may carry (it is stored with every receipt)
+MAX_SUBJECT = 256
+
+
+def _storable_name(_: object, attribute: attrs.Attribute[str], value: object) -> None:
+    """A name that PostgreSQL can store as text: a non-empty str of valid Unicode, no NUL."""
+    if not isinstance(value, str) or not value:
+        raise InvalidInput(f"a caller's {attribute.name} must be a non-empty str, got {value!r}")
+    if len(value) > MAX_SUBJECT:
+        raise InvalidInput(f"a caller's {attribute.name} is {len(value)} characters; at most {MAX_SUBJECT}")
+    if "\x00" in value:
+        raise InvalidInput(f"a caller's {attribute.name} contains a NUL character")
+    try:
+        value.encode()
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(f"a caller's {attribute.name} is not valid Unicode: {exc}") from exc
+
 
 @attrs.frozen
 class User:
-    """An authenticated principal, named by its subject (a user id, a service account)."""
+    """An authenticated principal, named by its subject (a user id, a service account): a
+    non-empty string of at most ``MAX_SUBJECT`` characters, without NUL (else ``InvalidInput``)."""
 
-    subject: str
+    subject: str = attrs.field(validator=_storable_name)
 
     @property
     def key(self) -> str:

@@ -32,7 +32,7 @@ MAX_TENANT_BYTES = 128
 MAX_ACTOR_TYPE_BYTES = 128
 MAX_ACTOR_ID_BYTES = 512
 
-_COMMAND_ID = re.compile(r"v1\.(\d{1,15})\.(\d{1,15})\.([0-9a-f]{32})")
+_COMMAND_ID = re.compile(r"v1\.([0-9]{1,15})\.([0-9]{1,15})\.([0-9a-f]{32})")
 
 
 def _part(value: str) -> bytes:
@@ -167,6 +167,14 @@ class ExecutionId:
 
     def __attrs_post_init__(self) -> None:
         check_execution_key(self.key)
+        if not isinstance(self.workflow, str) or not self.workflow:
+            raise InvalidExecutionId(
+                f"an execution's workflow must be a non-empty str, got {self.workflow!r}"
+            )
+        try:
+            self.workflow.encode()
+        except UnicodeEncodeError as exc:
+            raise InvalidExecutionId(f"the execution id's workflow name is not valid Unicode: {exc}") from exc
         if len(str(self)) > MAX_EXECUTION_ID_CHARS:
             raise InvalidExecutionKey(
                 f"the execution id of key {self.key[:40]!r}... would be {len(str(self))} characters, over "

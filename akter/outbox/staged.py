@@ -19,7 +19,7 @@ kernel's ``turn.py`` imports it.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from types import NoneType
 from typing import TYPE_CHECKING, Any
 
@@ -98,6 +98,12 @@ def _target(turn: Turn[Any], target: str | ActorRef, command: Command[Any, Any, 
     return ActorRef(tenant=turn.ref.tenant, actor_type=command.actor.name, actor_id=target)
 
 
+#: the latest an intent may be due: far enough for any schedule, and within what PostgreSQL's
+#: timestamps and the 15-digit millisecond fields of intent ids hold
+MAX_DELAY = timedelta(days=1000 * 365)
+LATEST_DUE = datetime(9000, 1, 1, tzinfo=UTC)
+
+
 def _timing(after: timedelta | None, at: datetime | None) -> tuple[int | None, int | None]:
     if after is not None and at is not None:
         raise InvalidInput("give a send either after= or at=, not both")
@@ -106,10 +112,14 @@ def _timing(after: timedelta | None, at: datetime | None) -> tuple[int | None, i
             raise InvalidInput(f"after= takes a timedelta, got {type(after).__name__}")
         if after < timedelta(0):
             raise InvalidInput(f"after= must not be negative, got {after}")
+        if after > MAX_DELAY:
+            raise InvalidInput(f"after= is at most {MAX_DELAY.days} days, got {after}")
         return after // timedelta(milliseconds=1), None
     if at is not None:
         if not isinstance(at, datetime) or at.tzinfo is None:
             raise InvalidInput(f"at= takes a timezone-aware datetime, got {at!r}")
+        if at >= LATEST_DUE:
+            raise InvalidInput(f"at= must be before {LATEST_DUE:%Y-%m-%d}, got {at.isoformat()}")
         return None, round(at.timestamp() * 1000)
     return None, None
 

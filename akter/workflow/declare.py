@@ -202,6 +202,7 @@ class Workflow(Generic[I, O]):
         problems: list[str] = []
         if not isinstance(name, str) or not _STEP_NAME.fullmatch(name) or name.startswith("akter"):
             problems.append(f"workflow name {name!r} is not valid (letters, digits, _ . : -; not akter*)")
+            raise DeclarationError(f"workflow {getattr(actor, 'name', actor)}.{name!r}", problems)
         if name in actor.commands:
             problems.append(
                 f"{actor.name} already has a command named {name!r}; "

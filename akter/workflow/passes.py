@@ -463,7 +463,7 @@ class Pass:
 
     # ---- waits -------------------------------------------------------------------------------
 
-    async def _wait(self, need: AwaitEvent) -> bool | int | None:  # noqa: PLR0911 -- one return per scan outcome
+    async def _wait(self, need: AwaitEvent) -> bool | int | None:
         effect, key, row = need.effect, need.key, need.row
         step = effect.step
         tag = step.event.__name__

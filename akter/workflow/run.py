@@ -24,7 +24,7 @@ from akter import codec
 from akter.actor.client import ActorHandle, Client, SyncActorHandle, SyncClient
 from akter.actor.declare import Actor
 from akter.callers import Anonymous, Caller
-from akter.errors import InvalidExecutionId
+from akter.errors import InvalidExecutionId, InvalidInput
 from akter.ids import ActorRef, CommandId, ExecutionId, check_execution_key
 from akter.store.pool import connection_kwargs
 from akter.workflow import exits, queries
@@ -150,10 +150,19 @@ class WorkflowActorHandle(ActorHandle[S]):
     async def start(self, workflow: Workflow[I, O], payload: I, *, command_id: str | None = None) -> Run[O]:
         """Start an execution (a turn running the member's start command). With a ``key``
         function on the workflow, a repeated start attaches to the running execution."""
-        if workflow.actor is not self.actor:
-            raise InvalidExecutionId(f"{workflow!r} is not a member of {self.actor.name}")
+        if not isinstance(workflow, Workflow) or workflow.actor is not self.actor:
+            raise InvalidExecutionId(f"{workflow!r} is not a workflow member of {self.actor.name}")
+        if not isinstance(payload, workflow.input):
+            # before the key function, which would meet a payload it was not written for
+            raise InvalidInput(
+                f"{workflow!r} takes a {workflow.input.__name__}, got {type(payload).__name__}"
+            )
         if workflow.key is not None:
-            ExecutionId(self.ref, workflow.name, check_execution_key(workflow.key(payload)))
+            try:
+                key = workflow.key(payload)
+            except Exception as exc:
+                raise InvalidInput(f"the key function of {workflow!r} raised {exc!r}") from exc
+            ExecutionId(self.ref, workflow.name, check_execution_key(key))
         cid = CommandId.parse(command_id) if command_id is not None else self._runtime.mint_command_id()
         if workflow.key is None:
             ExecutionId(self.ref, workflow.name, str(cid))
