@@ -241,11 +241,55 @@ def relay(
     sys.exit(asyncio.run(_run_relay(app, settings)))
 
 
+async def _open_when_reachable(app: Any, stop: asyncio.Event) -> Any:
+    """The App's runtime, once PostgreSQL answers. A database that is down or still starting is
+    an ordinary event (invariant 12): the relay says so in its log and tries again, with
+    jittered, capped backoff, until it connects or is asked to stop (None then). Anything else
+    (a bad URL, a schema this akter cannot use) is raised at once."""
+    import stamina
+
+    from akter.store.sqlstate import is_connection_lost
+
+    def unreachable(exc: Exception) -> bool:
+        return is_connection_lost(exc) or isinstance(exc, psycopg_pool.PoolTimeout)
+
+    tries = 0
+    async for attempt in stamina.retry_context(
+        on=unreachable, attempts=None, timeout=None, wait_initial=0.2, wait_max=5.0, wait_jitter=0.5
+    ):
+        with attempt:
+            if stop.is_set():
+                return None
+            tries += 1
+            try:
+                return await app.runtime()
+            except Exception as exc:
+                if unreachable(exc):
+                    log.warning("waiting for PostgreSQL (try %d): %s", tries, one_line(exc))
+                raise
+    return None  # pragma: no cover -- the loop above never ends without returning or raising
+
+
 async def _run_relay(app: Any, settings: Any) -> int:
     from akter.outbox.relay import Relay
 
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     try:
-        runtime = await app.runtime()
+        opening = asyncio.ensure_future(_open_when_reachable(app, stop))
+        stopping = asyncio.ensure_future(stop.wait())
+        await asyncio.wait([opening, stopping], return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if not opening.done():
+            opening.cancel()
+            await asyncio.gather(opening, return_exceptions=True)
+            log.info("stopped before PostgreSQL could be reached")
+            return EXIT_OK
+        runtime = opening.result()
+        if runtime is None:
+            return EXIT_OK
     except IncompatibleStoredData as exc:
         # refused like the workflow check below refuses: the same report, the same exit code
         log.error("the relay refuses to start: this code would misread stored data")  # noqa: TRY400
@@ -261,10 +305,6 @@ async def _run_relay(app: Any, settings: Any) -> int:
         await app.close()
         return refused
     relay = Relay(runtime, settings, plugins=app.relay_plugins)
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     code = EXIT_OK
     try:
         await relay.start()
