@@ -201,6 +201,24 @@ async def deadline(wf: akter.WorkflowContext, job: Job) -> Done:
     return Done(f"note {got.unwrap().value}" if isinstance(got, Some) else "timeout")
 
 
+# ---- a wait whose predicate raises --------------------------------------------------------
+
+Picky = Edges.workflow("Picky", input=Job, output=Done)
+picky_note = Picky.wait("picky", Note)
+
+
+def only_positive(n: Note) -> bool:
+    if n.value < 0:
+        raise ValueError(f"negative value {n.value}")
+    return n.value > 0
+
+
+@Picky.body
+async def picky(wf: akter.WorkflowContext, job: Job) -> Done:
+    got = await picky_note(where=only_positive)
+    return Done(f"note {got.unwrap().value}")
+
+
 # ---- a wait with no deadline, for the suspension race ---------------------------------------
 
 Listen = Edges.workflow("Listen", input=Job, output=Done)

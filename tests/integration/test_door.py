@@ -76,6 +76,8 @@ HOSTILE = st.text(
 SETTINGS = settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
+#: for entry points that refuse before any database round trip: cheap, so thousands of cases
+MANY = settings(SETTINGS, max_examples=1000)
 
 
 @pytest.fixture
@@ -126,7 +128,7 @@ async def test_caller_subjects(env: Any, subject: str) -> None:
 
 
 @given(command_id=HOSTILE | st.builds(lambda a, b: f"v1.{a}.{b}.{'0' * 32}", st.integers(), st.integers()))
-@SETTINGS
+@MANY
 async def test_command_ids(env: Any, command_id: str) -> None:
     client, counts = env
     await refused_or_done(
@@ -135,7 +137,7 @@ async def test_command_ids(env: Any, command_id: str) -> None:
 
 
 @given(execution_id=HOSTILE | st.text(max_size=40).map(lambda t: "x1." + t))
-@SETTINGS
+@MANY
 async def test_execution_ids(env: Any, execution_id: str) -> None:
     client, counts = env
 

@@ -409,3 +409,17 @@ async def test_an_event_that_does_not_decode_parks_the_waiting_execution(
         assert status.status == "suspended"
         assert "event #1 does not decode" in status.blocked_reason
         await quiet(app, relay, within=30)
+
+
+async def test_a_where_predicate_that_raises_names_the_step_and_the_predicate(env: Any) -> None:
+    _app, _relay, client = env
+    actor = client.actor(Edges, "picky", tenant="acme")
+    run = await actor.start(edges.Picky, Job("picky"))
+    await actor.send(note, Send("x", -3))
+    result = await run.result(timeout=60)
+    assert isinstance(result, Failure)
+    error = result.failure()
+    assert isinstance(error, akter.Defect)
+    assert "only_positive" in str(error)
+    assert "picky#1" in str(error)
+    assert "negative value -3" in str(error)
