@@ -174,7 +174,7 @@ class ExecutionId:
         try:
             self.workflow.encode()
         except UnicodeEncodeError as exc:
-            raise InvalidExecutionId(f"the execution id's workflow name is not valid Unicode: {exc}") from exc
+            raise InvalidExecutionId(f"workflow name {self.workflow!r} is not valid UTF-8") from exc
         if len(str(self)) > MAX_EXECUTION_ID_CHARS:
             raise InvalidExecutionKey(
                 f"the execution id of key {self.key[:40]!r}... would be {len(str(self))} characters, over "
@@ -203,7 +203,7 @@ class ExecutionId:
             raise InvalidExecutionId(f"{text[:80]!r} is not a well-formed execution id")
         try:
             eid = cls(ActorRef(parts[0], parts[1], parts[2]), parts[3], parts[4])
-        except (InvalidActorId, InvalidExecutionKey) as exc:
+        except (InvalidActorId, InvalidExecutionKey, InvalidExecutionId) as exc:
             raise InvalidExecutionId(f"{text[:80]!r} names an invalid execution: {exc}") from exc
         if str(eid) != text:
             raise InvalidExecutionId(f"{text[:80]!r} is not in canonical form")

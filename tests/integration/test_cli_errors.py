@@ -264,8 +264,8 @@ BAD_EXECUTION_IDS = {
     "garbage": "'garbage' is not an akter execution id (x1.<base64>)",
     "x1.abc": "'x1.abc' is not a well-formed execution id",
     "x1." + "A" * 2000: "an execution id is at most 1024 characters",
-    SURROGATE_WORKFLOW: f"{SURROGATE_WORKFLOW!r} is not a well-formed execution id: "
-    "it holds text that is not valid UTF-8",
+    SURROGATE_WORKFLOW: f"{SURROGATE_WORKFLOW!r} names an invalid execution: "
+    "workflow name '\\ud800' is not valid UTF-8",
     SURROGATE_KEY: f"{SURROGATE_KEY!r} names an invalid execution: workflow key '\\ud800' is not valid UTF-8",
 }
 
