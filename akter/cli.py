@@ -32,6 +32,7 @@ import asyncio
 import logging
 import signal
 import sys
+import threading
 import traceback
 from datetime import timedelta
 from typing import Any
@@ -275,8 +276,9 @@ async def _run_relay(app: Any, settings: Any) -> int:
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    if threading.current_thread() is threading.main_thread():  # not when embedded in a test's thread
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
     try:
         opening = asyncio.ensure_future(_open_when_reachable(app, stop))
         stopping = asyncio.ensure_future(stop.wait())
