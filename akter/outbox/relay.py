@@ -19,6 +19,9 @@ One ``Relay`` runs four kinds of task on one event loop:
 plugs in through ``RelayPlugin``: a plugin runs beside the relay and reads ``relay.owned()``;
 a workflow resume is an internal command delivered like any other intent.
 
+It also runs *retention* for its owned buckets: expired receipts are deleted in bounded batches
+(``retention.py``), so an App without workflows prunes them too.
+
 A lost database is an ordinary event (invariant 12), and so is a lock or statement timeout: every
 background statement goes through ``akter.store.background.persist``, which classifies the error
 once (``akter.store.sqlstate.classify``), logs it (a bug with its traceback) and backs off with
@@ -46,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import attrs
 import psycopg
 
-from akter.outbox import queries
+from akter.outbox import queries, retention
 from akter.outbox.delivery import Acknowledger, Claimed, deliver
 from akter.outbox.ownership import Ownership
 from akter.store import connections
@@ -86,13 +89,16 @@ class RelaySettings:
     max_attempts: int = 10
     #: listen for notifications; off only to measure polling
     notifications: bool = True
+    #: how often expired receipts of the owned buckets are pruned, and how many per statement
+    retention_every: timedelta = timedelta(minutes=1)
+    retention_batch: int = 1000
     #: the longest the listener waits on its connection before it checks it and looks up
     listen_timeout: timedelta = timedelta(seconds=5)
 
     def __attrs_post_init__(self) -> None:
         problems = []
-        if min(self.concurrency, self.batch_size, self.max_attempts) < 1:
-            problems.append("concurrency, batch_size and max_attempts must be at least 1")
+        if min(self.concurrency, self.batch_size, self.max_attempts, self.retention_batch) < 1:
+            problems.append("concurrency, batch_size, max_attempts and retention_batch must be at least 1")
         durations = (
             "poll_interval",
             "claim_lease",
@@ -100,6 +106,7 @@ class RelaySettings:
             "ownership_lease",
             "backoff_base",
             "backoff_cap",
+            "retention_every",
             "listen_timeout",
         )
         problems.extend(
@@ -182,6 +189,7 @@ class Relay:
         if self.settings.notifications:
             spawn("listener", self._listen_loop)
         spawn("dispatcher", self._dispatch_loop)
+        spawn("retention", self._retention_loop)
         for plugin in self._plugins:
             spawn(f"plugin {type(plugin).__name__}", lambda p=plugin: p.run(self))  # type: ignore[misc]
 
@@ -404,6 +412,16 @@ class Relay:
             if probe and not claimed and (next_due is None or next_due > 0):
                 await self._mark_quiet(this_pass)
             await _wait_any(self._wake, self._stopping, sleep)
+
+    async def _retention_loop(self) -> None:
+        await _wait_first(self._owned_once, self._stopping)
+        settings = self.settings
+        while not self._stopping.is_set():
+            await self._persist(
+                "receipt retention",
+                lambda: retention.prune_receipts(self.runtime.pool, self.owned(), settings.retention_batch),
+            )
+            await _sleep_unless(self._stopping, settings.retention_every.total_seconds())
 
     async def _claim(self, limit: int, probe: bool) -> tuple[list[Claimed], int | None]:
         """Claim up to ``limit`` due rows; with ``probe``, also the ms until the next row falls

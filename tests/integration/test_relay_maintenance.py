@@ -6,22 +6,29 @@ receipts and executions left in the tables."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
+import psycopg
 import pytest
+from returns.result import Success
 
 import akter
+from akter import testing
 from akter.outbox.relay import Relay, RelaySettings
 from akter.store import connections
 from tests.apps import relay_app, shop
+from tests.apps.relay_app import Ping, Receiver, receive
+from tests.apps.shop import Order, Ship, Shop
 from tests.integration.conftest import Peek
-from tests.integration.workflow_support import until
+from tests.integration.workflow_support import quiet, until
 
 FAST = RelaySettings(
     heartbeat=timedelta(milliseconds=200),
     ownership_lease=timedelta(seconds=1),
+    retention_every=timedelta(milliseconds=50),
     listen_timeout=timedelta(milliseconds=300),
 )
 
@@ -103,3 +110,114 @@ async def test_a_dedicated_connection_is_registered_with_where_it_was_opened_unt
     finally:
         await connections.close(conn)
     assert connections.open_connections() == []
+
+
+async def _receipts(app: akter.App, actors: int) -> None:
+    async with app.client() as client:
+        for start in range(0, actors, 50):
+            await asyncio.gather(
+                *(
+                    client.actor(Receiver, f"r{n}", tenant="acme").send(receive, Ping(n))
+                    for n in range(start, min(start + 50, actors))
+                )
+            )
+
+
+async def test_an_app_without_workflows_prunes_expired_receipts(
+    app: akter.App, peek: Peek, clock: testing.Clock
+) -> None:
+    assert not app.relay_plugins  # no workflow runner: the relay itself prunes
+    await _receipts(app, 20)
+    assert await peek.count("actor_receipts") == 20
+    async with app.relay(FAST):
+        await asyncio.sleep(0)  # nothing expired yet: a round keeps them all
+        await clock.advance(timedelta(hours=25))  # past the 24 h retry window
+        await until(lambda: peek.count("actor_receipts"), lambda n: n == 0, within=20)
+
+
+async def test_two_relays_prune_concurrently_without_lock_timeouts(
+    database_url: str, peek: Peek, clock: testing.Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="akter")
+    first = relay_app.make_app(database_url)
+    second = relay_app.make_app(database_url)
+    try:
+        await _receipts(first, 400)
+        await clock.advance(timedelta(hours=25))
+        settings = RelaySettings(
+            heartbeat=timedelta(milliseconds=200),
+            ownership_lease=timedelta(seconds=1),
+            retention_every=timedelta(milliseconds=10),
+            retention_batch=5,
+        )
+        async with first.relay(settings), second.relay(settings):
+            await until(lambda: peek.count("actor_receipts"), lambda n: n == 0, within=30)
+    finally:
+        await first.close()
+        await second.close()
+    failures = [r for r in caplog.records if "failed" in r.getMessage()]
+    assert failures == []
+
+
+def _shop(database_url: str) -> akter.App:
+    app = akter.App(
+        [Shop],
+        database_url=database_url,
+        workflow_retention=timedelta(days=2),
+        lock_timeout=timedelta(milliseconds=100),
+    )
+    app.workflow_runner.prune_every = app.workflow_runner.refresh_every = timedelta(milliseconds=50)
+    return app
+
+
+def _retention_failures(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if "retention failed" in r.getMessage()]
+
+
+async def test_a_prune_that_hits_a_lock_timeout_logs_and_the_relay_keeps_delivering(
+    database_url: str, peek: Peek, clock: testing.Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="akter")
+    before = _shop(database_url)
+    try:
+        async with before.client() as client, before.relay(FAST) as relay:
+            old = await client.actor(Shop, "s1", tenant="acme").start(Ship, Order(id="old"))
+            assert (await old.result(timeout=60)).map(lambda s: s.order) == Success("old")
+            await quiet(before, relay)
+    finally:
+        await before.close()
+    await clock.advance(timedelta(days=2, hours=1))
+    # a new process after the clock moved (a client mints ids on the clock it saw at start)
+    app = _shop(database_url)
+    try:
+        async with await psycopg.AsyncConnection.connect(database_url) as holder:
+            # a row lock on a step of the finished execution: the prune waits for it and times out
+            await holder.execute(
+                "SELECT 1 FROM actor_workflow_step WHERE execution_id = %s LIMIT 1 FOR UPDATE",
+                (str(old.execution_id),),
+            )
+            async with app.client() as client, app.relay(FAST) as relay:
+                failed = asyncio.ensure_future(relay.wait())
+
+                async def logged() -> list[logging.LogRecord]:
+                    await asyncio.sleep(0)
+                    return _retention_failures(caplog)
+
+                (record, *_) = await until(logged, bool, within=20)
+                assert record.levelno == logging.WARNING
+                assert "(backoff)" in record.getMessage()
+                assert "lock timeout" in record.getMessage()
+                # still running and delivering while the lock is held
+                new = await client.actor(Shop, "s1", tenant="acme").start(Ship, Order(id="new"))
+                assert (await new.result(timeout=60)).map(lambda s: s.order) == Success("new")
+                assert not failed.done()
+                await holder.rollback()
+                await until(
+                    lambda: peek.value("SELECT count(*) FROM actor_workflow_executions WHERE key = 'old'"),
+                    lambda n: n == 0,
+                    within=20,
+                )
+                assert not failed.done()
+                failed.cancel()
+    finally:
+        await app.close()
