@@ -16,6 +16,10 @@ faster than migrating) and drops it afterwards. Tests under ``tests/integration/
 ``integration`` automatically.
 
 Fixtures: ``admin_url`` (session), ``template_database`` (session), ``database_url`` (function).
+
+Every test also checks, when it ends, that no connection akter opened outside a pool (a relay's
+heartbeat, listener or release connection: ``akter.store.connections``) is still open: a test
+that leaves one open fails, naming where it was opened, and the connection is closed.
 """
 
 from __future__ import annotations
@@ -58,6 +62,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.path.is_relative_to(integration):
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_connections() -> Iterator[None]:
+    """Fail the test that leaves a dedicated connection open (it would reach the GC still open)."""
+    from akter.store import connections
+
+    before = {id(opened.conn) for opened in connections.open_connections()}
+    yield
+    leaked = [opened for opened in connections.open_connections() if id(opened.conn) not in before]
+    for opened in leaked:
+        opened.conn.pgconn.finish()  # the event loop may be gone: end the session synchronously
+    if leaked:
+        report = "\n".join(
+            f"- {opened.name}, opened at:\n    " + "\n    ".join(opened.where) for opened in leaked
+        )
+        pytest.fail(f"{len(leaked)} dedicated connection(s) left open by this test:\n{report}", pytrace=False)
 
 
 @pytest.fixture(scope="session")

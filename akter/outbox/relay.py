@@ -19,8 +19,16 @@ One ``Relay`` runs four kinds of task on one event loop:
 plugs in through ``RelayPlugin``: a plugin runs beside the relay and reads ``relay.owned()``;
 a workflow resume is an internal command delivered like any other intent.
 
-A lost database is an ordinary event (invariant 12): every loop logs, backs off and reconnects;
-nothing here exits because PostgreSQL went away.
+It also runs *retention* for its owned buckets: expired receipts are deleted in bounded batches
+(``retention.py``), so an App without workflows prunes them too.
+
+A lost database is an ordinary event (invariant 12), and so is a lock or statement timeout: every
+background statement goes through ``akter.store.background.persist``, which classifies the error
+once (``akter.store.sqlstate.classify``), logs it (a bug with its traceback) and backs off with
+jittered, capped waits; nothing here ends the process. A loop that fails anyway (a bug outside a
+statement, in a plugin) is *failed*, which is not the same as *stop requested*: ``wait()`` and
+``idle()`` raise it, and ``stop()`` still drains, cancels every task, releases the buckets and
+closes its connections. ``stop()`` may be called any number of times.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import logging
 import os
 import random
@@ -35,16 +44,16 @@ import socket
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
 import psycopg
-import psycopg_pool
 
-from akter.outbox import queries
+from akter.outbox import queries, retention
 from akter.outbox.delivery import Acknowledger, Claimed, deliver
 from akter.outbox.ownership import Ownership
-from akter.store.pool import connection_kwargs
+from akter.store import connections
+from akter.store.background import one_line, persist
 
 if TYPE_CHECKING:
     from akter.app import Runtime
@@ -52,6 +61,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("akter.relay")
 
 _RECHECK = 0.01
+
+T = TypeVar("T")
 
 
 @attrs.frozen
@@ -78,11 +89,16 @@ class RelaySettings:
     max_attempts: int = 10
     #: listen for notifications; off only to measure polling
     notifications: bool = True
+    #: how often expired receipts of the owned buckets are pruned, and how many per statement
+    retention_every: timedelta = timedelta(minutes=1)
+    retention_batch: int = 1000
+    #: the longest the listener waits on its connection before it checks it and looks up
+    listen_timeout: timedelta = timedelta(seconds=5)
 
     def __attrs_post_init__(self) -> None:
         problems = []
-        if self.concurrency < 1 or self.batch_size < 1 or self.max_attempts < 1:
-            problems.append("concurrency, batch_size and max_attempts must be at least 1")
+        if min(self.concurrency, self.batch_size, self.max_attempts, self.retention_batch) < 1:
+            problems.append("concurrency, batch_size, max_attempts and retention_batch must be at least 1")
         durations = (
             "poll_interval",
             "claim_lease",
@@ -90,6 +106,8 @@ class RelaySettings:
             "ownership_lease",
             "backoff_base",
             "backoff_cap",
+            "retention_every",
+            "listen_timeout",
         )
         problems.extend(
             f"{name} must be positive" for name in durations if getattr(self, name) <= timedelta(0)
@@ -148,7 +166,11 @@ class Relay:
         self._tasks: list[asyncio.Task[None]] = []
         self._passes_started = 0
         self._last_quiet_pass = 0
+        #: the first loop that failed (a bug): distinct from a stop request
         self._failure: BaseException | None = None
+        self._failed = asyncio.Event()
+        self._stop_lock = asyncio.Lock()
+        self._stopped = False
         #: deliveries this relay finished (acknowledged or backed off), for logs and benchmarks
         self.delivered = 0
         self.failed = 0
@@ -167,6 +189,7 @@ class Relay:
         if self.settings.notifications:
             spawn("listener", self._listen_loop)
         spawn("dispatcher", self._dispatch_loop)
+        spawn("retention", self._retention_loop)
         for plugin in self._plugins:
             spawn(f"plugin {type(plugin).__name__}", lambda p=plugin: p.run(self))  # type: ignore[misc]
 
@@ -195,31 +218,52 @@ class Relay:
                 await plugin.idle()  # type: ignore[attr-defined]
 
     async def stop(self) -> None:
-        """Drain: stop claiming, let deliveries in flight finish, release the buckets, close."""
-        if self._stopping.is_set():
-            return
-        log.info("relay draining member=%s in_flight=%d", self.member, len(self._in_flight))
+        """Drain: stop claiming, let deliveries in flight finish, then cancel every task, release
+        the buckets and close the relay's connections — also after a loop failed. Calling it
+        again (or concurrently) waits for the first call and does nothing more."""
+        async with self._stop_lock:
+            if self._stopped:
+                return
+            try:
+                await self._drain()
+            finally:
+                # also when the drain is cancelled: nothing may outlive the relay
+                await self._finish()
+                self._stopped = True
+        log.info("relay stopped member=%s delivered=%d failed=%d", self.member, self.delivered, self.failed)
+
+    async def _drain(self) -> None:
+        log.info(
+            "relay draining member=%s in_flight=%d failed=%s",
+            self.member,
+            len(self._in_flight),
+            self._failure is not None,
+        )
         self._stopping.set()
         self._wake.set()
+        async with self._progress:
+            self._progress.notify_all()
         dispatcher = [t for t in self._tasks if t.get_name() == "dispatcher"]
         await asyncio.gather(*dispatcher, return_exceptions=True)
         # rows claimed but not started are delivered too: they are ours until the claim lease ends
         while self._queue or self._in_flight:
             self._pump()
             await asyncio.gather(*self._in_flight, return_exceptions=True)
-        for task in self._tasks:
+
+    async def _finish(self) -> None:
+        self._stopping.set()
+        self._queue.clear()
+        tasks = [*self._tasks, *self._in_flight]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        # each loop closes its own connection as it unwinds
+        await asyncio.gather(*tasks, return_exceptions=True)
         await self._leave()
-        log.info("relay stopped member=%s delivered=%d failed=%d", self.member, self.delivered, self.failed)
 
     async def wait(self) -> None:
-        """Wait until ``stop()`` is called; raise if one of the relay's loops failed."""
-        stopping = asyncio.ensure_future(self._stopping.wait())
-        try:
-            await asyncio.wait([stopping, *self._tasks], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopping.cancel()
+        """Wait until ``stop()`` is called or one of the relay's loops failed; raise the
+        failure. Returning (or raising) does not stop the relay: call ``stop()``."""
+        await _wait_first(self._stopping, self._failed)
         if self._failure is not None:
             raise self._failure
 
@@ -231,71 +275,106 @@ class Relay:
                 await loop()
             except asyncio.CancelledError:
                 raise
-            except BaseException as exc:
-                # A bug, not an outage (outages are handled inside each loop): surface it.
+            except Exception as exc:
+                # A bug outside any statement (statements back off in ``persist``): surface it
+                # through wait() and idle(); stop() still cleans up after it.
                 log.exception("relay loop %s failed member=%s", name, self.member)
-                self._failure = exc
-                self._stopping.set()
+                if self._failure is None:
+                    self._failure = exc
+                self._failed.set()
+                async with self._progress:
+                    self._progress.notify_all()
                 raise
 
         self._tasks.append(asyncio.create_task(guarded(), name=name))
 
-    async def _connect(self) -> psycopg.AsyncConnection[Any]:
-        kwargs = connection_kwargs(self.runtime.url, name="akter-relay")
-        return await psycopg.AsyncConnection.connect(self.runtime.url, **kwargs)
+    async def _connect(self, role: str) -> psycopg.AsyncConnection[Any]:
+        return await connections.connect(self.runtime.url, name=f"akter-relay-{role}")
+
+    def _fields(self) -> dict[str, Any]:
+        return {"member": self.member}
 
     async def _ownership_loop(self) -> None:
         conn: psycopg.AsyncConnection[Any] | None = None
-        beat = self.settings.heartbeat.total_seconds()
-        retry = _Backoff()
+        beat = self.settings.heartbeat
+
+        async def tick() -> frozenset[int]:
+            nonlocal conn
+            try:
+                if conn is None or conn.closed:
+                    conn = await self._connect("ownership")
+                return await self.ownership.tick(conn)
+            except BaseException:
+                await connections.close(conn)
+                conn = None
+                raise
+
         try:
             while not self._stopping.is_set():
-                try:
-                    if conn is None or conn.closed:
-                        conn = await self._connect()
-                    before = self.ownership.owned
-                    owned = await self.ownership.tick(conn)
-                    retry.reset()
-                    self._owned_once.set()
-                    if owned - before:
-                        self.wake()
-                    delay = beat
-                except psycopg.OperationalError as exc:
-                    log.warning("ownership heartbeat failed member=%s error=%s", self.member, _one_line(exc))
-                    await _close(conn)
-                    conn = None
-                    delay = min(beat, retry.next())
-                await _sleep_unless(self._stopping, delay)
+                before = self.ownership.owned
+                # a retry must come before the lease runs out: never wait longer than a beat
+                owned = await persist(
+                    "ownership heartbeat", tick, log=log, fields=self._fields(), wait_max=beat
+                )
+                self._owned_once.set()
+                if owned - before:
+                    self.wake()
+                await _sleep_unless(self._stopping, beat.total_seconds())
         finally:
             # also when cancelled mid-heartbeat by stop(): never leave the session to the GC
-            await _close(conn)
+            await connections.close(conn)
 
     async def _leave(self) -> None:
+        """Release every bucket and the member row now, so survivors take over at once. Bounded
+        by the ownership lease: past it the leases have lapsed anyway."""
+        conn: psycopg.AsyncConnection[Any] | None = None
         try:
-            conn = await self._connect()
-            async with conn:
+            async with asyncio.timeout(self.settings.ownership_lease.total_seconds()):
+                conn = await self._connect("leave")
                 await self.ownership.leave(conn)
-        except psycopg.OperationalError as exc:
+        except (psycopg.Error, TimeoutError) as exc:
             # The leases simply expire; survivors take over after the lease instead of at once.
             log.warning("could not release buckets member=%s error=%s", self.member, _one_line(exc))
+        finally:
+            self.ownership.owned = frozenset()
+            self.ownership.valid_until = 0.0
+            await connections.close(conn)
 
     async def _listen_loop(self) -> None:
-        retry = _Backoff()
-        while not self._stopping.is_set():
+        timeout = self.settings.listen_timeout.total_seconds()
+
+        async def session() -> None:
+            conn = await self._connect("listen")
             try:
-                conn = await self._connect()
-                async with conn:
-                    await conn.execute(f"LISTEN {queries.CHANNEL}")
-                    await conn.execute(f"LISTEN {queries.WAKE_CHANNEL}")
-                    retry.reset()
-                    # Notifications sent while we were not listening are lost: scan once.
-                    self.wake()
-                    async for note in conn.notifies():
-                        if note.channel == queries.WAKE_CHANNEL or self._is_owned(note.payload):
-                            self.wake()
-            except psycopg.OperationalError as exc:
-                log.warning("notification listener lost member=%s error=%s", self.member, _one_line(exc))
-                await _sleep_unless(self._stopping, retry.next())
+                await conn.execute(f"LISTEN {queries.CHANNEL}")
+                await conn.execute(f"LISTEN {queries.WAKE_CHANNEL}")
+                # Notifications sent while we were not listening are lost: scan once.
+                self.wake()
+                while not self._stopping.is_set():
+                    # Bounded, so a stop request or a dead socket is noticed within the timeout.
+                    got = 0
+                    async with contextlib.aclosing(conn.notifies(timeout=timeout)) as notes:
+                        async for note in notes:
+                            got += 1
+                            if note.channel == queries.WAKE_CHANNEL or self._is_owned(note.payload):
+                                self.wake()
+                            if self._stopping.is_set():
+                                break
+                    if not got and not self._stopping.is_set():
+                        await conn.execute("SELECT 1")  # a half-open connection fails here
+            finally:
+                await connections.close(conn)
+
+        await self._persist("notification listener", session)
+
+    async def _persist(self, what: str, step: Callable[[], Awaitable[T]]) -> T | None:
+        """``persist`` the step, giving up (None) when a stop is requested while it fails."""
+        try:
+            return await persist(what, step, log=log, fields=self._fields(), until=self._stopping)
+        except Exception:
+            if self._stopping.is_set():
+                return None
+            raise
 
     def _is_owned(self, payload: str) -> bool:
         try:
@@ -305,7 +384,6 @@ class Relay:
 
     async def _dispatch_loop(self) -> None:
         await _wait_first(self._owned_once, self._stopping)
-        retry = _Backoff()
         settings = self.settings
         while not self._stopping.is_set():
             self._wake.clear()
@@ -317,22 +395,33 @@ class Relay:
             # only a relay with nothing to do asks when the next row falls due
             probe = not self._queue and not self._in_flight
             sleep = settings.poll_interval.total_seconds()
-            try:
-                claimed, next_due = await self._claim(want, probe) if want > 0 else ([], None)
-                self._queue.extend(claimed)
-                self._pump()
-                if want > 0 and len(claimed) == want:
-                    continue  # more may be due: claim again at once
-                if next_due is not None:
-                    # A row falls due within the poll interval: sleep until then.
-                    sleep = min(sleep, max(next_due / 1000, _RECHECK))
-                if probe and not claimed and (next_due is None or next_due > 0):
-                    await self._mark_quiet(this_pass)
-                retry.reset()
-            except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as exc:
-                log.warning("claim failed member=%s error=%s", self.member, _one_line(exc))
-                sleep = retry.next()
+            claimed: list[Claimed] = []
+            next_due: int | None = None
+            if want > 0:
+                result = await self._persist("claim", functools.partial(self._claim, want, probe))
+                if result is None:
+                    return  # stop requested while the database was failing
+                claimed, next_due = result
+            self._queue.extend(claimed)
+            self._pump()
+            if want > 0 and len(claimed) == want:
+                continue  # more may be due: claim again at once
+            if next_due is not None:
+                # A row falls due within the poll interval: sleep until then.
+                sleep = min(sleep, max(next_due / 1000, _RECHECK))
+            if probe and not claimed and (next_due is None or next_due > 0):
+                await self._mark_quiet(this_pass)
             await _wait_any(self._wake, self._stopping, sleep)
+
+    async def _retention_loop(self) -> None:
+        await _wait_first(self._owned_once, self._stopping)
+        settings = self.settings
+        while not self._stopping.is_set():
+            await self._persist(
+                "receipt retention",
+                lambda: retention.prune_receipts(self.runtime.pool, self.owned(), settings.retention_batch),
+            )
+            await _sleep_unless(self._stopping, settings.retention_every.total_seconds())
 
     async def _claim(self, limit: int, probe: bool) -> tuple[list[Claimed], int | None]:
         """Claim up to ``limit`` due rows; with ``probe``, also the ms until the next row falls
@@ -392,33 +481,14 @@ class Relay:
         need = self._passes_started + 1
         self.wake()
         async with self._progress:
-            await self._progress.wait_for(lambda: self._last_quiet_pass >= need or self._stopping.is_set())
+            await self._progress.wait_for(
+                lambda: self._last_quiet_pass >= need or self._stopping.is_set() or self._failure is not None
+            )
         if self._failure is not None:
             raise self._failure
 
 
-class _Backoff:
-    """Reconnect delays: 50 ms doubling to 5 s, with the jitter left out for readable logs."""
-
-    def __init__(self) -> None:
-        self.delay = 0.05
-
-    def next(self) -> float:
-        current, self.delay = self.delay, min(self.delay * 2, 5.0)
-        return current
-
-    def reset(self) -> None:
-        self.delay = 0.05
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
-
-
-async def _close(conn: psycopg.AsyncConnection[Any] | None) -> None:
-    if conn is not None and not conn.closed:
-        with contextlib.suppress(psycopg.Error):
-            await conn.close()
+_one_line = one_line
 
 
 async def _wait_any(event: asyncio.Event, stop: asyncio.Event, seconds: float | None) -> None:

@@ -3,16 +3,19 @@
 psycopg raises one exception class per SQLSTATE (``psycopg.errors``); the layers above the store
 (turns, the relay, the workflow driver) should not each remember which classes mean "retry",
 "the row exists" or "the database went away". They ask these predicates instead and map the answer
-to an akter outcome (``ActorBusy``, a receipt replay, a reconnect). Nothing here catches, retries
-or logs: deciding what an outcome means stays with the caller.
+to an akter outcome (``ActorBusy``, a receipt replay, a reconnect). Background loops ask
+``classify`` (retry, back off, or bug) and back off through ``akter.store.background``. Nothing
+here catches, retries or logs: deciding what an outcome means stays with the caller.
 """
 
 from __future__ import annotations
 
+import enum
 from typing import Final
 
 import psycopg
 import psycopg.errors
+import psycopg_pool
 
 # Server-reported SQLSTATEs after which the session is gone: an administrator or a restart ended
 # it (57P01 admin_shutdown, 57P02 crash_shutdown), the server is still starting or stopping
@@ -75,3 +78,42 @@ def is_connection_lost(exc: BaseException) -> bool:
         # InterfaceError (no SQLSTATE either) is a misuse of the driver, never a lost server.
         return isinstance(exc, psycopg.OperationalError)
     return state.startswith("08") or state in _SESSION_ENDED
+
+
+class Verdict(enum.Enum):
+    """What a background loop does after a database error (``classify``)."""
+
+    #: the server is fine, only this session was ended for idling: run again at once
+    RETRY = "retry"
+    #: transient (the server went away or is read-only, or another transaction was in the way):
+    #: wait, with jittered and capped backoff, then run again
+    BACKOFF = "backoff"
+    #: not a database condition: a defect in akter or in the schema, to be logged with its
+    #: traceback (a background loop still backs off and goes on)
+    BUG = "bug"
+
+
+# 55P03 lock_not_available (lock_timeout), 57014 query_canceled (statement_timeout), 25006
+# read_only_sql_transaction (a standby, or a primary being demoted), 40001 serialization_failure,
+# 40P01 deadlock_detected: the statement failed, the session is usable, and the same statement
+# can succeed later.
+_CONTENTION: Final = frozenset({"55P03", "57014", "25006", "40001", "40P01"})
+# The server ended an idle session (57P05 idle_session_timeout, 25P03
+# idle_in_transaction_session_timeout): a new connection works at once.
+_IDLE_ENDED: Final = frozenset({"57P05", "25P03"})
+
+
+def classify(exc: BaseException) -> Verdict:
+    """The one decision every background statement (relay loops, ownership heartbeat, workflow
+    refresh, retention) takes about an error: retry, back off, or report a bug.
+
+    ``psycopg_pool.PoolTimeout`` (no connection could be had in time) is a lost connection: back
+    off. Cancellation is never passed here; it is not an error.
+    """
+    if isinstance(exc, psycopg.Error) and exc.sqlstate in _IDLE_ENDED:
+        return Verdict.RETRY
+    if is_connection_lost(exc) or isinstance(exc, psycopg_pool.PoolTimeout):
+        return Verdict.BACKOFF
+    if isinstance(exc, psycopg.Error) and exc.sqlstate in _CONTENTION:
+        return Verdict.BACKOFF
+    return Verdict.BUG

@@ -297,11 +297,13 @@ SELECT e.status, e.outcome, e.result, e.interrupt,
  WHERE e.routing_key = %(rk)s AND e.execution_id = %(eid)s"""
 
 # Retention: finished executions older than the retention, with their steps, in bounded batches.
+# Retention of finished executions, for the owned buckets only (through the bucket-led partial
+# index of sql/009), SKIP LOCKED so two runners never wait for each other.
 PRUNE: LiteralString = """
 WITH old AS (
     SELECT routing_key, execution_id FROM actor_workflow_executions
-     WHERE status = 'finished' AND finished_at < akter_now() - %(retention_ms)s * interval '1 millisecond'
-     ORDER BY finished_at
+     WHERE (routing_key >> 56) = ANY(%(buckets)s::bigint[]) AND status = 'finished'
+       AND finished_at < akter_now() - %(retention_ms)s * interval '1 millisecond'
      LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED),
 steps AS (

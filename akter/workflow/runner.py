@@ -11,9 +11,12 @@ A resume for an execution whose pass is already running wakes that pass (a new e
 interrupt) instead of starting a second one; if it arrives as the pass is ending, the pass is
 run again, so no wake-up is lost.
 
-The runner also does retention: finished executions (and their steps) older than the
-deployment's ``workflow_retention`` (default 7 days, never less than the retry window) and
-expired receipts are deleted in bounded batches.
+The runner also does retention of finished executions (and their steps) older than the
+deployment's ``workflow_retention`` (default 7 days, never less than the retry window) in the
+buckets this relay owns, in bounded batches. (Expired receipts are the relay's:
+``akter.outbox.retention``.) Its refresh and prune statements run through
+``akter.store.background.persist``: a failure is logged and backed off, never the end of the
+process.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from akter.ids import ActorRef, ExecutionId
+from akter.store.background import persist
 from akter.store.sqlstate import is_connection_lost
 from akter.workflow import queries
 from akter.workflow.declare import Workflow
@@ -35,13 +39,6 @@ if TYPE_CHECKING:
     from akter.outbox.relay import Relay
 
 log = logging.getLogger("akter.workflow")
-
-PRUNE_RECEIPTS = """
-DELETE FROM actor_receipts r USING (
-    SELECT routing_key, tenant, actor_type, actor_id, command_id FROM actor_receipts
-     WHERE expires_at < akter_now() ORDER BY expires_at LIMIT %(limit)s) old
- WHERE r.routing_key = old.routing_key AND r.tenant = old.tenant AND r.actor_type = old.actor_type
-   AND r.actor_id = old.actor_id AND r.command_id = old.command_id"""
 
 
 class WorkflowRunner:
@@ -98,9 +95,9 @@ class WorkflowRunner:
         try:
             rounds = 0
             while True:
-                await self.refresh_expired()
+                await persist("refreshing expired resumes", self.refresh_expired, log=log)
                 if rounds % max(1, int(self.prune_every / self.refresh_every)) == 0:
-                    await self.prune()
+                    await persist("execution retention", self.prune, log=log)
                 rounds += 1
                 await asyncio.sleep(self.refresh_every.total_seconds())
         finally:
@@ -191,17 +188,11 @@ class WorkflowRunner:
         owned = sorted(self._relay.owned())
         if not owned:
             return 0
-        try:
-            async with self.runtime.pool.connection() as conn:
-                cur = await conn.execute(queries.REFRESH_EXPIRED, {"buckets": owned})
-                buckets = {row[0] for row in await cur.fetchall()}
-                for bucket in buckets:
-                    await conn.execute("SELECT pg_notify('akter_outbox', %s)", (str(bucket),))
-        except Exception as exc:
-            if not is_connection_lost(exc):
-                raise
-            log.warning("refreshing expired resumes skipped: %s", exc)
-            return 0
+        async with self.runtime.pool.connection() as conn:
+            cur = await conn.execute(queries.REFRESH_EXPIRED, {"buckets": owned})
+            buckets = {row[0] for row in await cur.fetchall()}
+            for bucket in buckets:
+                await conn.execute("SELECT pg_notify('akter_outbox', %s)", (str(bucket),))
         if buckets:
             log.warning(
                 "gave %d overdue resume intents fresh ids (relays were down past the retry window)",
@@ -210,22 +201,21 @@ class WorkflowRunner:
         return len(buckets)
 
     async def prune(self) -> int:
-        """One retention round; returns the number of executions deleted."""
-        deleted = 0
-        try:
-            async with self.runtime.pool.connection() as conn:
-                cur = await conn.execute(
-                    "SELECT (extract(epoch FROM greatest(coalesce(%s, workflow_retention), retry_window))"
-                    " * 1000)::bigint FROM actor_deployment",
-                    (self.retention,),
-                )
-                row = await cur.fetchone()
-                assert row is not None
-                cur = await conn.execute(queries.PRUNE, {"retention_ms": row[0], "limit": self.prune_batch})
-                deleted = cur.rowcount
-                await conn.execute(PRUNE_RECEIPTS, {"limit": self.prune_batch})
-        except Exception as exc:
-            if not is_connection_lost(exc):
-                raise
-            log.warning("retention skipped: %s", exc)
+        """One retention round over the owned buckets; returns the number of executions deleted.
+        Raises what the database raised (the run loop backs off and tries again)."""
+        assert self._relay is not None
+        owned = sorted(self._relay.owned())
+        if not owned:
+            return 0
+        async with self.runtime.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT (extract(epoch FROM greatest(coalesce(%s, workflow_retention), retry_window))"
+                " * 1000)::bigint FROM actor_deployment",
+                (self.retention,),
+            )
+            row = await cur.fetchone()
+            assert row is not None
+            params = {"retention_ms": row[0], "limit": self.prune_batch, "buckets": owned}
+            cur = await conn.execute(queries.PRUNE, params)
+            deleted: int = cur.rowcount
         return deleted
