@@ -275,7 +275,9 @@ async def _handle(request: _Request, row: queries.Loaded) -> tuple[Turn[Any], Ou
     actor = request.command.actor
     state = actor.initial_state() if row.state is None else read_state(actor, row.state, row.state_shape)
     now = datetime.fromtimestamp(row.now_ms / 1000, tz=UTC)
-    turn: Turn[Any] = Turn(request.ref, request.caller, str(request.command_id), state, now)
+    turn: Turn[Any] = Turn(
+        request.ref, request.caller, str(request.command_id), state, now, actor.event_types
+    )
     await faults.hit("turn.before_handler", request.ref.actor_id, str(request.command_id))
     command = request.command
     outcome: Outcome
@@ -283,6 +285,8 @@ async def _handle(request: _Request, row: queries.Loaded) -> tuple[Turn[Any], Ou
         outcome = Success(command.handler(turn, request.payload))
     except command.errors as declared:
         outcome = Failure(declared)
+    except Defect:
+        raise  # already the handler's defect, raised where it happened (an undeclared event)
     except Exception as exc:
         raise Defect(
             f"{command!r} raised {type(exc).__name__}: {exc}", error_type=type(exc).__qualname__
