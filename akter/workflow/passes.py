@@ -82,8 +82,13 @@ ABANDONED_EXIT = codec.encode(exits.ABANDONED)
 MAX_BACKOFF = 2.0
 
 
-class Stale(Exception):
-    """This runner's generation no longer holds: another activation owns the actor."""
+class Stale(BaseException):
+    """This runner's generation no longer holds: another activation owns the actor.
+
+    A control-flow signal, not an error (Trio's ``Cancelled`` is the model): it derives from
+    ``BaseException`` so that no ``except Exception`` between the fenced write and ``Pass.run``
+    (an attempt's handler of the activity's own errors, a loop that logs and goes on) can take it
+    for a failure; only ``Pass.run`` catches it, and abandons the pass quietly."""
 
 
 def _row(r: dict[str, Any]) -> StepRow:
