@@ -41,6 +41,7 @@ import attrs
 import psycopg
 import psycopg_pool
 
+from akter.errors import ConfigurationError
 from akter.outbox import queries
 from akter.outbox.delivery import Acknowledger, Claimed, deliver
 from akter.outbox.ownership import Ownership
@@ -97,7 +98,7 @@ class RelaySettings:
         if self.heartbeat * 2 >= self.ownership_lease:
             problems.append("heartbeat must be under half the ownership_lease, or leases lapse between beats")
         if problems:
-            raise ValueError("; ".join(problems))
+            raise ConfigurationError("; ".join(problems))
 
     def backoff_ms(self, attempts: int) -> int:
         base = self.backoff_base // timedelta(milliseconds=1)
