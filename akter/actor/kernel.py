@@ -44,7 +44,7 @@ import psycopg
 from psycopg import pq
 from returns.result import Failure, Result, Success
 
-from akter import codec, faults, limits
+from akter import codec, faults, limits, logs
 from akter.actor import queries
 from akter.actor.declare import Command
 from akter.actor.turn import Turn
@@ -202,7 +202,11 @@ async def run_turn(  # noqa: PLR0917 -- the relay's delivery (akter/outbox) call
                 raise
             if time.monotonic() + delay > deadline:
                 raise ActorBusy(f"{ref} stayed locked for over {options.busy_timeout}") from exc
-            log.info("actor %s is busy; retrying %s in %.0f ms", ref, command_id, delay * 1000)
+            log.info(
+                "actor is busy; retrying in %.0f ms",
+                delay * 1000,
+                extra=logs.fields(actor=ref, command_id=command_id),
+            )
             await asyncio.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 0.5)
     if turn is not None:
