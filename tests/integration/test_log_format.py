@@ -3,6 +3,7 @@ records about an execution carry the execution, actor, workflow and bucket as fi
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -13,19 +14,27 @@ from akter.ids import ExecutionId
 from tests.apps import flows
 from tests.apps.flows import Done, Flows, Job, Settle
 from tests.apps.relay_procs import RelayProcess
+from tests.integration.workflow_support import until
 
 pytestmark = pytest.mark.slow
 
 
-async def test_a_relay_logs_json_lines_with_the_execution_fields(database_url: str) -> None:
+@pytest.mark.parametrize(
+    "how", [{"args": ["--log-format", "json"]}, {"AKTER_LOG_FORMAT": "json"}], ids=["flag", "variable"]
+)
+async def test_a_relay_logs_json_lines_with_the_execution_fields(
+    database_url: str, how: dict[str, Any]
+) -> None:
     flows.CALLS.clear()
-    relay = RelayProcess(database_url, app="tests.apps.flows:app", args=["--log-format", "json"])
+    relay = RelayProcess(database_url, app="tests.apps.flows:app", **how)
     try:
         async with flows.make_app(database_url).client() as client:
             run = await client.actor(Flows, "j1", tenant="acme").start(Settle, Job("logged", seconds=0))
             assert await run.result(timeout=60) == Success(
                 Done("ledger 2; principal Anonymous(); tenant acme")
             ), relay.output()
+            # the result commits before the runner logs it: wait for the line, then stop
+            await until(lambda: asyncio.to_thread(relay.output), lambda out: "execution succeeded" in out)
         assert relay.terminate() == 0, relay.output()
         lines = relay.output().splitlines()
     finally:
