@@ -28,7 +28,7 @@ from akter.actor.declare import Actor, Command
 from akter.actor.kernel import Committed, TurnHook, TurnOptions, run_turn
 from akter.actor.manifest import accept as accept_actor_manifests
 from akter.callers import Caller
-from akter.errors import CommandExpired, ConfigurationError, DeclarationError
+from akter.errors import CommandExpired, ConfigurationError, DatabaseUnavailable, DeclarationError
 from akter.ids import ActorRef, CommandId
 from akter.outbox.intents import OutboxHook
 from akter.outbox.relay import Relay, RelayPlugin, RelaySettings
@@ -261,7 +261,10 @@ class Runtime:
                 if not (isinstance(exc, psycopg_pool.PoolTimeout) or is_connection_lost(exc)):
                     raise
                 if time.monotonic() + delay > deadline:
-                    raise
+                    raise DatabaseUnavailable(
+                        f"PostgreSQL stayed unreachable past busy_timeout; {command!r} to {ref} "
+                        f"(command id {cid}) may not have committed, send it again with that id: {exc}"
+                    ) from exc
                 log.warning("database unreachable (%s); retrying %s in %.2fs", exc, cid, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)

@@ -23,7 +23,8 @@ data is refused as its runtime opens, with that report too).
 ``akter outbox retry|delete ID`` (``akter.outbox.admin``) acts on intents the relay parked as
 undeliverable; ``akter inspect parked`` lists them.
 
-Logs go to stderr as ``time level logger message key=value ...`` lines.
+Logs go to stderr as ``time level logger message key=value ...`` lines, or as one JSON object a
+line with ``akter relay --log-format json`` or ``AKTER_LOG_FORMAT=json`` (``akter.logs``).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ import click
 import psycopg
 import psycopg_pool
 
-from akter import cli_support
+from akter import cli_support, logs
 from akter.cli_support import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, fail, fail_with, load_app, one_line
 from akter.errors import AkterError, ConfigurationError, IncompatibleStoredData
 from akter.workflow.check import workflows
@@ -55,11 +56,10 @@ log = logging.getLogger("akter.cli")
 
 
 def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
+    try:
+        logs.configure(level)  # the format from AKTER_LOG_FORMAT, text by default
+    except ConfigurationError as exc:
+        fail_with(exc)
 
 
 class _Akter(click.Group):
@@ -201,6 +201,14 @@ def _seconds(value: float) -> timedelta:
     envvar="AKTER_RELAY_NO_NOTIFICATIONS",
     help="Poll only; do not LISTEN (AKTER_RELAY_NO_NOTIFICATIONS).",
 )
+@click.option(
+    "--log-format",
+    envvar="AKTER_LOG_FORMAT",
+    type=click.Choice(logs.FORMATS, case_sensitive=False),
+    default="text",
+    show_default=True,
+    help="text for people, json (one object a line, with fields) for machines (AKTER_LOG_FORMAT).",
+)
 def relay(
     *,
     app_path: str,
@@ -213,6 +221,7 @@ def relay(
     ownership_lease: float,
     max_attempts: int,
     no_notifications: bool,
+    log_format: str,
 ) -> None:
     """Run the relay for APP (module:attribute naming an akter.App) until SIGTERM or SIGINT.
 
@@ -221,6 +230,7 @@ def relay(
     deliveries in flight finish, releases its buckets and exits 0."""
     from akter.outbox.relay import RelaySettings
 
+    logs.configure(fmt=log_format)
     try:
         settings = RelaySettings(
             concurrency=concurrency,

@@ -6,8 +6,9 @@ own, and every class says when it is raised and what it carries::
 
     AkterError
     ├── DeclarationError            an Actor / command / workflow declaration is invalid (all problems)
-    ├── ConfigurationError          no usable database, bad AKTER_* setting, bad APP path
+    ├── ConfigurationError          no usable database, bad AKTER_* setting or settings value, bad APP path
     │   └── EmbeddedServerError     the embedded PostgreSQL could not be started
+    ├── DatabaseUnavailable         PostgreSQL stayed unreachable past a retry budget; ``__cause__`` says how
     ├── SchemaError                 the database schema cannot be used by this akter
     │   └── SchemaTooNew            the database was migrated by a newer akter
     ├── IncompatibleStoredData      an App's actor types would misread data already stored
@@ -31,7 +32,8 @@ own, and every class says when it is raised and what it carries::
     ├── ResultTooLarge              an activity's result is over the cap; recorded as the attempt's defect
     ├── CorruptRecord               a stored row cannot be decoded; the bytes are kept untouched
     ├── UndeliverableIntent         an outbox row names an actor type or command the App lacks
-    ├── Defect                      a handler raised an undeclared exception; the turn rolled back
+    ├── Defect                      a handler raised an undeclared exception or emitted an undeclared
+    │                               event; the turn rolled back
     ├── EffectDefect                a workflow body did something its driver cannot interpret
     ├── Interrupted                 the outcome of an interrupted execution (inside a Failure)
     ├── CompensationFailed          a compensation or finalizer failed; carries the body's outcome
@@ -40,6 +42,15 @@ own, and every class says when it is raised and what it carries::
 
 ``Defect`` carries the original exception's type name and message (and, in process, the exception
 as ``__cause__``), because a handler defect must reach the caller and never commit anything.
+
+Control-flow signals are not in this tree and not ``Exception`` at all: like Trio's ``Cancelled``
+they derive from ``BaseException``, so an ``except Exception`` (a user's, or a loop's that logs and
+goes on) cannot swallow them. A workflow pass ends on ``akter.workflow.passes.Stale`` (its
+generation no longer holds); a workflow body is suspended with ``GeneratorExit`` at its await.
+
+Raw driver errors (``psycopg.OperationalError``, ``psycopg_pool.PoolTimeout``) are retried where
+they happen and become ``DatabaseUnavailable`` once the retry budget is spent; a caller never has
+to catch psycopg's classes to learn that the database went away.
 """
 
 from __future__ import annotations
@@ -61,12 +72,22 @@ class DeclarationError(AkterError):
         super().__init__(f"{subject} is not a valid declaration:\n{lines}")
 
 
-class ConfigurationError(AkterError):
-    """akter cannot be configured as asked (database URL, settings, APP path)."""
+class ConfigurationError(AkterError, ValueError):
+    """akter cannot be configured as asked: a database URL, an ``AKTER_*`` variable, a settings
+    value (``RelaySettings``, a pool's ``lock_timeout``, ``AKTER_FAULTS``), an APP path. Also a
+    ``ValueError``, which is what such settings raised before they had their own class."""
 
 
 class EmbeddedServerError(ConfigurationError):
     """The embedded PostgreSQL failed to start; the message says why and what to do."""
+
+
+class DatabaseUnavailable(AkterError):
+    """PostgreSQL could not be reached (refused, closed the connection, the pool had no
+    connection to give) for longer than the retry budget of the operation — a send's
+    ``busy_timeout``. Whether the last attempt committed is unknown: retry with the same command
+    id, which replays a committed turn instead of running it twice. ``__cause__`` is the last
+    driver error."""
 
 
 class SchemaError(AkterError):

@@ -22,6 +22,8 @@ import signal
 
 import attrs
 
+from akter.errors import ConfigurationError
+
 POINTS = frozenset(
     {
         "turn.before_handler",
@@ -100,7 +102,9 @@ def load_environment(value: str | None = None) -> None:
         point, _, rest = entry.partition("=")
         action, _, match = rest.partition("@")
         if action != "crash":
-            raise ValueError(f"AKTER_FAULTS entry {entry!r}: only 'crash' can be armed from the environment")
+            raise ConfigurationError(
+                f"AKTER_FAULTS entry {entry!r}: only 'crash' can be armed from the environment"
+            )
         arm(Crash(point=point, match=match or None))
 
 

@@ -21,7 +21,7 @@ import attrs
 from akter import codec
 from akter.actor.upgrade import Upgrade, chain_of, declaration_problems
 from akter.callers import Anonymous, Caller, System, User
-from akter.errors import DeclarationError
+from akter.errors import DeclarationError, Defect
 from akter.ids import MAX_ACTOR_TYPE_BYTES
 from akter.limits import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RESULT_BYTES
 
@@ -227,9 +227,10 @@ class Actor(Generic[S]):
     def event_tag(self, event: object) -> str:
         tag = type(event).__name__
         if self.event_types.get(tag) is not type(event):
-            raise TypeError(
+            raise Defect(
                 f"{self.name} does not declare event type {type(event).__qualname__}; "
-                f"declared: {sorted(self.event_types)}"
+                f"declared: {sorted(self.event_types)}",
+                error_type="UndeclaredEvent",
             )
         return tag
 

@@ -44,7 +44,7 @@ import psycopg
 from psycopg import pq
 from returns.result import Failure, Result, Success
 
-from akter import codec, faults, limits
+from akter import codec, faults, limits, logs
 from akter.actor import queries
 from akter.actor.declare import Command
 from akter.actor.turn import Turn
@@ -202,7 +202,11 @@ async def run_turn(  # noqa: PLR0917 -- the relay's delivery (akter/outbox) call
                 raise
             if time.monotonic() + delay > deadline:
                 raise ActorBusy(f"{ref} stayed locked for over {options.busy_timeout}") from exc
-            log.info("actor %s is busy; retrying %s in %.0f ms", ref, command_id, delay * 1000)
+            log.info(
+                "actor is busy; retrying in %.0f ms",
+                delay * 1000,
+                extra=logs.fields(actor=ref, command_id=command_id),
+            )
             await asyncio.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 0.5)
     if turn is not None:
@@ -275,7 +279,9 @@ async def _handle(request: _Request, row: queries.Loaded) -> tuple[Turn[Any], Ou
     actor = request.command.actor
     state = actor.initial_state() if row.state is None else read_state(actor, row.state, row.state_shape)
     now = datetime.fromtimestamp(row.now_ms / 1000, tz=UTC)
-    turn: Turn[Any] = Turn(request.ref, request.caller, str(request.command_id), state, now)
+    turn: Turn[Any] = Turn(
+        request.ref, request.caller, str(request.command_id), state, now, actor.event_types
+    )
     await faults.hit("turn.before_handler", request.ref.actor_id, str(request.command_id))
     command = request.command
     outcome: Outcome
@@ -283,6 +289,8 @@ async def _handle(request: _Request, row: queries.Loaded) -> tuple[Turn[Any], Ou
         outcome = Success(command.handler(turn, request.payload))
     except command.errors as declared:
         outcome = Failure(declared)
+    except Defect:
+        raise  # already the handler's defect, raised where it happened (an undeclared event)
     except Exception as exc:
         raise Defect(
             f"{command!r} raised {type(exc).__name__}: {exc}", error_type=type(exc).__qualname__

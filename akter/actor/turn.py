@@ -9,12 +9,13 @@ its turn into a callback cannot write outside the transaction.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from akter import codec
 from akter.callers import Caller, Principal, principal_of
-from akter.errors import InvalidInput, TurnClosed
+from akter.errors import Defect, InvalidInput, TurnClosed
 from akter.ids import ActorRef
 from akter.outbox import staged
 
@@ -28,9 +29,27 @@ I = TypeVar("I")  # noqa: E741 -- a command's input type, as in declare.py
 class Turn(Generic[S]):
     """One command being handled on one actor."""
 
-    __slots__ = ("_closed", "_events", "_state", "caller", "command_id", "now", "ref", "staged")
+    __slots__ = (
+        "_closed",
+        "_event_types",
+        "_events",
+        "_state",
+        "caller",
+        "command_id",
+        "now",
+        "ref",
+        "staged",
+    )
 
-    def __init__(self, ref: ActorRef, caller: Caller, command_id: str, state: S, now: datetime) -> None:
+    def __init__(  # noqa: PLR0917 -- built by the kernel alone
+        self,
+        ref: ActorRef,
+        caller: Caller,
+        command_id: str,
+        state: S,
+        now: datetime,
+        event_types: Mapping[str, type] | None = None,
+    ) -> None:
         self.ref = ref
         self.caller = caller
         self.command_id = command_id
@@ -38,6 +57,8 @@ class Turn(Generic[S]):
         self.now = now
         self._state = state
         self._events: list[object] = []
+        #: the actor type's declared events by tag; None accepts any (a turn built by hand)
+        self._event_types = event_types
         self._closed = False
         #: work other layers stage in this turn, by layer name; written before commit
         self.staged: dict[str, list[Any]] = {}
@@ -62,8 +83,18 @@ class Turn(Generic[S]):
         return principal_of(self.caller)
 
     def emit(self, event: object) -> None:
-        """Record an event; it commits with the turn and gets the actor's next sequence number."""
+        """Record an event; it commits with the turn and gets the actor's next sequence number.
+
+        An event of a type the actor does not declare is the handler's ``Defect``, raised here so
+        its traceback points at the ``emit`` that made it; the turn rolls back."""
         self._check()
+        types = self._event_types
+        if types is not None and types.get(type(event).__name__) is not type(event):
+            raise Defect(
+                f"{self.ref.actor_type} does not declare event type {type(event).__qualname__}; "
+                f"declared: {sorted(types)}",
+                error_type="UndeclaredEvent",
+            )
         self._events.append(event)
 
     @property

@@ -126,8 +126,9 @@ def render_actor(view: ActorView) -> str:
     if view.state is None:
         lines.append("state: none stored (no turn has changed it)")
     else:
-        assert view.state_updated_at is not None
-        lines += [f"state (updated {when(view.state_updated_at, now)})", f"  {view.state.text}"]
+        # actor_state.updated_at is NOT NULL, so a stored state always has it
+        updated = "" if view.state_updated_at is None else f" (updated {when(view.state_updated_at, now)})"
+        lines += [f"state{updated}", f"  {view.state.text}"]
 
     def section(title: str, shown: int, total: int) -> str:
         more = f", newest {shown} shown" if total > shown else ""

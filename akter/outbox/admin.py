@@ -193,7 +193,8 @@ async def retry(
         params = {**parked.sender.key_params(), "intent_id": intent_id, "new_id": new_id}
         cur = await conn.execute(RETRY, params)
         row = await cur.fetchone()
-        assert row is not None  # the row is locked and parked
+        if row is None:  # pragma: no cover - the row is locked and parked, so RETRY returns it
+            raise AssertionError(f"intent {intent_id} vanished while locked")
         delivered_as, bucket = row
         await conn.execute(queries.NOTIFY, {"bucket_text": str(bucket)})
     return Success(attrs.evolve(parked, intent_id=delivered_as))

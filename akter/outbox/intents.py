@@ -67,10 +67,9 @@ def _final_ops(items: list[Any]) -> tuple[list[Send], list[str]]:
     for item in items:
         if isinstance(item, Send) and item.key is None:
             unkeyed.append(item)
-        elif isinstance(item, Send | Cancel):
-            assert item.key is not None
-            by_key.pop(item.key, None)  # re-insert, so dict order follows the last operation
-            by_key[item.key] = item
+        elif isinstance(item, Send | Cancel) and (key := item.key) is not None:
+            by_key.pop(key, None)  # re-insert, so dict order follows the last operation
+            by_key[key] = item
         else:  # pragma: no cover - only staged.py stages under this layer
             raise TypeError(f"unexpected outbox item {item!r}")
     sends = unkeyed + [op for op in by_key.values() if isinstance(op, Send)]

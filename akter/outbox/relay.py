@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import attrs
 import psycopg
 
+from akter.errors import ConfigurationError
 from akter.outbox import queries, retention
 from akter.outbox.delivery import Acknowledger, Claimed, deliver
 from akter.outbox.ownership import Ownership
@@ -115,7 +116,7 @@ class RelaySettings:
         if self.heartbeat * 2 >= self.ownership_lease:
             problems.append("heartbeat must be under half the ownership_lease, or leases lapse between beats")
         if problems:
-            raise ValueError("; ".join(problems))
+            raise ConfigurationError("; ".join(problems))
 
     def backoff_ms(self, attempts: int) -> int:
         base = self.backoff_base // timedelta(milliseconds=1)

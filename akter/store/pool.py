@@ -23,6 +23,8 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from akter.errors import ConfigurationError
+
 _LOCK_TIMEOUT = timedelta(milliseconds=500)
 
 
@@ -88,7 +90,7 @@ def connection_kwargs(
     Also for code that opens a single connection outside a pool and wants the same behaviour.
     """
     if lock_timeout < timedelta(0):
-        raise ValueError(f"lock_timeout must not be negative, got {lock_timeout}")
+        raise ConfigurationError(f"lock_timeout must not be negative, got {lock_timeout}")
     # Rounded up: a positive timeout below 1 ms must not become 0, which PostgreSQL reads as "off".
     milliseconds = math.ceil(lock_timeout / timedelta(milliseconds=1))
     ours = f"-c lock_timeout={milliseconds}ms"

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, LiteralString
 
 import attrs
 
+from akter import logs
 from akter.workflow import manifest
 
 if TYPE_CHECKING:
@@ -243,7 +244,12 @@ async def replay_problems(
                 },
             )
         if cur.rowcount:
-            log.info("execution %s moved from manifest %s to %s", params["eid"], start_hash[:12], digest[:12])
+            log.info(
+                "execution moved from manifest %s to %s",
+                start_hash[:12],
+                digest[:12],
+                extra=logs.fields(execution=params["eid"]),
+            )
     return [p.message for p in problems]
 
 

@@ -56,6 +56,18 @@ def _error_problems(errors: Sequence[type[Exception]]) -> list[str]:
             problems.append(f"declared error {err!r} must be an attrs Exception class")
         else:
             problems.extend(codec.unsupported(err))
+    # an exit records a declared error by its class name; two of one name would replay as
+    # whichever is declared first
+    names: dict[str, list[str]] = {}
+    for err in errors:
+        if isinstance(err, type):
+            names.setdefault(err.__name__, []).append(f"{err.__module__}.{err.__qualname__}")
+    problems.extend(
+        f"two declared errors share the class name {name!r} ({', '.join(paths)}); "
+        "a recorded error names its class, so it could not replay as the right one"
+        for name, paths in names.items()
+        if len(paths) > 1
+    )
     return problems
 
 
@@ -90,7 +102,7 @@ class Retry:
 
     def __attrs_post_init__(self) -> None:
         if self.times < 1:
-            raise ValueError(f"Retry(times={self.times}): at least one attempt")
+            raise DeclarationError(f"Retry(times={self.times})", ["at least one attempt"])
 
 
 @attrs.frozen

@@ -419,7 +419,8 @@ class Driver:
         """A decided race waits for its settle to be recorded, then resumes its parent."""
         if not isinstance(join.effect, Race) or join.winner is None or join.replay_winner is not None:
             return None
-        assert join.key is not None
+        if join.key is None:  # pragma: no cover - a race's join is keyed by its step when made
+            raise AssertionError(f"race join without a step key: {join!r}")
         rows = self.history.get(join.key, [])
         if rows and rows[-1].exit is not None:
             recorded = int(rows[-1].exit["winner"])
@@ -469,7 +470,8 @@ class Driver:
             self.phase = "finish"
             self._spawn(_finish_phase(self, outcome), FINISH_SCOPE)
             return
-        assert self.body_outcome is not None
+        if self.body_outcome is None:  # pragma: no cover - set above when the body phase ended
+            raise AssertionError("cleanups finished before the body did")
         failures = outcome.value if isinstance(outcome, Ok) else (f"cleanup raised {outcome.error!r}",)
         if not failures:
             self.final = self.body_outcome

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from akter import codec
+from akter import codec, logs
 from akter.actor.kernel import Committed
 from akter.actor.turn import Turn
 from akter.callers import System
@@ -97,7 +97,10 @@ class WorkflowHook:
                     # due now, with a notify: the owner's relay delivers another resume at once
                     due = None
                     notify = True
-                    log.info("execution %s resumed where %s is not owned", item.execution_id, ref)
+                    log.info(
+                        "execution resumed where its actor is not owned",
+                        extra=logs.fields(execution=item.execution_id),
+                    )
                 else:
                     due = datetime.fromtimestamp(record.now_ms / 1000, tz=UTC) + self.recovery
                     record.on_commit(functools.partial(runner.schedule, ref, item.execution_id))

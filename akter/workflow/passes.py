@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from psycopg.rows import dict_row
 
-from akter import codec, faults, limits
+from akter import codec, faults, limits, logs
 from akter.errors import (
     ActivityOutcomeUnknown,
     CompensationFailed,
@@ -82,8 +82,13 @@ ABANDONED_EXIT = codec.encode(exits.ABANDONED)
 MAX_BACKOFF = 2.0
 
 
-class Stale(Exception):
-    """This runner's generation no longer holds: another activation owns the actor."""
+class Stale(BaseException):
+    """This runner's generation no longer holds: another activation owns the actor.
+
+    A control-flow signal, not an error (Trio's ``Cancelled`` is the model): it derives from
+    ``BaseException`` so that no ``except Exception`` between the fenced write and ``Pass.run``
+    (an attempt's handler of the activity's own errors, a loop that logs and goes on) can take it
+    for a failure; only ``Pass.run`` catches it, and abandons the pass quietly."""
 
 
 def _row(r: dict[str, Any]) -> StepRow:
@@ -161,7 +166,7 @@ class Pass:
         try:
             await self._run()
         except Stale as exc:
-            log.info("pass of %s abandoned: %s", self.eid, exc)
+            log.info("pass abandoned: %s", exc, extra=logs.fields(execution=self.eid))
             self.runner.forget(self.ref, self.generation)
         finally:
             tasks = [*self.inflight.values(), *self.draining.values()]
@@ -178,7 +183,7 @@ class Pass:
             await cur.execute(queries.LOAD, self.params)
             rows = await cur.fetchall()
         if not rows:
-            log.warning("execution %s has no row; nothing to run", self.eid)
+            log.warning("execution has no row; nothing to run", extra=logs.fields(execution=self.eid))
             return
         head = rows[0]
         if head["status"] == "finished":
@@ -220,7 +225,11 @@ class Pass:
 
     async def _leave_blocked(self, reasons: list[str]) -> None:
         reason = "; ".join(reasons)
-        log.warning("execution %s left suspended for a compatible runner: %s", self.eid, reason)
+        log.warning(
+            "execution left suspended for a compatible runner: %s",
+            reason,
+            extra=logs.fields(execution=self.eid),
+        )
         due = datetime.fromtimestamp(self.now_ms() / 1000, tz=UTC) + self.runner.recheck
         await self._one(queries.LEAVE_BLOCKED, {"reason": reason, "due": due})
 
@@ -265,7 +274,9 @@ class Pass:
                 # refused again with nothing changed since the last refusal: never spin
                 backoff = min(MAX_BACKOFF, max(0.01, backoff * 2))
                 log.warning(
-                    "suspension of %s refused twice with nothing new; retrying in %.2fs", self.eid, backoff
+                    "suspension refused twice with nothing new; retrying in %.2fs",
+                    backoff,
+                    extra=logs.fields(execution=self.eid),
                 )
                 await self._await_progress(self.now_ms() + int(backoff * 1000))
             else:
@@ -417,7 +428,11 @@ class Pass:
         except Exception as exc:
             exit_ = exits.encode_error(exc, step.errors)
             if "defect" in exit_:
-                log.warning("activity %s of %s attempt %d failed: %r", key, self.eid, attempt, exc)
+                log.warning(
+                    "activity attempt failed: %r",
+                    exc,
+                    extra=logs.fields(execution=self.eid, step=key, attempt=attempt),
+                )
                 # an unknown outcome is never retried: a new attempt's new ids could repeat an
                 # effect the receiver can no longer deduplicate (invariant 8); nor is anything
                 # retried once the execution is being interrupted
@@ -571,7 +586,7 @@ class Pass:
             return False
         if check["unscanned"]:
             return False
-        log.debug("execution %s suspended until %s", self.eid, due_ms)
+        log.debug("execution suspended until %s", due, extra=logs.fields(execution=self.eid))
         return True
 
     async def _finish(self, workflow: Workflow[Any, Any], final: Ok | Raise) -> None:
@@ -585,7 +600,11 @@ class Pass:
                 "drop_steps": self.runner.drop_steps,
             },
         )
-        log.info("execution %s %s", self.eid, outcome if row["finished"] else "was already finished")
+        log.info(
+            "execution %s",
+            outcome if row["finished"] else "was already finished",
+            extra=logs.fields(execution=self.eid),
+        )
 
     def _result(self, workflow: Workflow[Any, Any], final: Ok | Raise) -> tuple[str, dict[str, Any]]:
         """The execution's outcome column and result exit."""
@@ -599,11 +618,11 @@ class Pass:
         exit_ = exits.encode_error(final.error, workflow.errors)
         if isinstance(final.error, CompensationFailed):
             for failure in final.error.failures:
-                log.error("execution %s: %s", self.eid, failure)
+                log.error("cleanup failed: %s", failure, extra=logs.fields(execution=self.eid))
             return "compensation_failed", exit_
         if "error" in exit_:
             return "failed", exit_
-        log.warning("execution %s ended with a defect: %r", self.eid, final.error)
+        log.warning("execution ended with a defect: %r", final.error, extra=logs.fields(execution=self.eid))
         return "defect", exit_
 
 

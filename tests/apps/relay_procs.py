@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +29,13 @@ class RelayProcess:
     """One ``akter relay`` process."""
 
     def __init__(
-        self, database_url: str, *, faults: str = "", app: str = "tests.apps.relay_app:app", **settings: str
+        self,
+        database_url: str,
+        *,
+        faults: str = "",
+        app: str = "tests.apps.relay_app:app",
+        args: Sequence[str] = (),
+        **settings: str,
     ) -> None:
         self.log = tempfile.NamedTemporaryFile(prefix="akter-relay-", suffix=".log", delete=False)  # noqa: SIM115 -- kept open for the child's lifetime
         env = {
@@ -40,7 +47,7 @@ class RelayProcess:
             "PYTHONPATH": str(ROOT),
         }
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "akter.cli", "relay", app],
+            [sys.executable, "-m", "akter.cli", "relay", app, *args],
             env=env,
             cwd=ROOT,
             stdout=self.log,

@@ -166,7 +166,9 @@ async def test_a_rolling_deploy_strands_nothing_and_replays_nothing_wrongly(
     ]
     assert len(refusals) == 1, refusals
     assert " WARNING " in refusals[0]
-    assert refusals[0].endswith(BLOCKED)
+    # the reason, then the execution as a field, by its readable parts (tenant/type/id/workflow/key)
+    assert f"compatible runner: {BLOCKED} execution=acme/" in refusals[0]
+    assert "/Ship/new-a " in refusals[0]
 
     # The old relay is drained; the new one takes its buckets and finishes everything.
     assert old.terminate() == 0, old.output()

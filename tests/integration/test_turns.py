@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import traceback
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -128,6 +129,25 @@ async def test_defect_rolls_everything_back(database_url: str, peek: Peek) -> No
             await handle.send(explode, Add(1))
         assert isinstance(info.value.__cause__, RuntimeError)
     for table in ("actor_receipts", "actor_events", "actor_state", "actor_generations"):
+        assert await peek.count(table) == 0, table
+
+
+async def test_emitting_an_undeclared_event_is_a_defect_at_the_emit(database_url: str, peek: Peek) -> None:
+    Quiet = akter.Actor("Quiet", state=CounterState, events=[Added])
+
+    @Quiet.command
+    def chatter(turn: akter.Turn[CounterState], cmd: Add) -> None:
+        turn.state = CounterState(count=cmd.amount)
+        turn.emit(Note("not declared on Quiet"))
+
+    async with akter.App([Quiet], database_url=database_url).client() as client:
+        with pytest.raises(akter.Defect, match="Quiet does not declare event type Note") as info:
+            await client.actor(Quiet, "q1", tenant="acme").send(chatter, Add(1))
+    # raised by the emit itself, so the traceback names the handler's line, not the kernel's
+    frames = [frame.f_code.co_name for frame, _ in traceback.walk_tb(info.value.__traceback__)]
+    assert frames[-2:] == ["chatter", "emit"]
+    assert info.value.error_type == "UndeclaredEvent"
+    for table in ("actor_receipts", "actor_events", "actor_state"):
         assert await peek.count(table) == 0, table
 
 

@@ -107,9 +107,9 @@ def test_command_types_come_from_annotations() -> None:
     assert (go.name, go.input, go.output, go.internal) == ("go", Ev, int, False)
 
 
-def test_emitting_an_undeclared_event_type_is_an_error() -> None:
+def test_emitting_an_undeclared_event_type_is_a_defect() -> None:
     actor = akter.Actor("A", state=State, events=[Ev])
-    with pytest.raises(TypeError, match="does not declare event type"):
+    with pytest.raises(akter.Defect, match="does not declare event type"):
         actor.event_tag(State())
 
 

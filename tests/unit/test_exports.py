@@ -30,6 +30,7 @@ PUBLIC = [
     "CompensationFailed",
     "ConfigurationError",
     "CorruptRecord",
+    "DatabaseUnavailable",
     "DeclarationError",
     "Defect",
     "EffectDefect",
