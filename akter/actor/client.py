@@ -7,8 +7,9 @@ returns a ``returns.result.Result``: ``Success(output)`` or ``Failure(declared e
 own refusals (conflict, expiry, access, defects) are raised, because they are bugs or operational
 conditions, not business outcomes.
 
-``SyncClient`` is the same for synchronous code (Django, Flask): it runs a private event loop in
-a daemon thread and its own connection pool there.
+``SyncClient`` is the same for synchronous code (Django, Flask): its calls run on the event loop
+of a ``_LoopThread``, the started App's one (``app.start_sync()``), or a private one for the
+duration of a script's ``with app.sync_client():``.
 """
 
 from __future__ import annotations
@@ -113,17 +114,39 @@ class SyncClient:
 
 
 class _LoopThread:
-    """An event loop in a daemon thread; ``run`` blocks the calling thread on a coroutine."""
+    """One event loop in a thread of its own, which plain threads borrow: ``run`` blocks the
+    calling thread on a coroutine run there. Built on ``asyncio.Runner``, so ``stop`` shuts it
+    down properly: tasks left running are cancelled, async generators and the default executor
+    are shut down, the loop is closed and the thread joined. A daemon thread, so a process that
+    never calls ``stop`` can still exit."""
 
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="akter-sync", daemon=True)
+    def __init__(self, name: str = "akter-sync") -> None:
+        ready = threading.Event()
+        self._stopping: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._main, args=(ready,), name=name, daemon=True)
         self._thread.start()
+        ready.wait()
+
+    def _main(self, ready: threading.Event) -> None:
+        with asyncio.Runner() as runner:
+            self.loop = runner.get_loop()
+            runner.run(self._serve(ready))
+
+    async def _serve(self, ready: threading.Event) -> None:
+        self._stopping = asyncio.Event()
+        ready.set()
+        await self._stopping.wait()
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError("the akter sync facade was called from its own event loop; await instead")
+        if not self._thread.is_alive():
+            coro.close()
+            raise RuntimeError("the akter sync facade is closed")
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
     def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
+        if self._thread.is_alive() and self._stopping is not None:
+            self.loop.call_soon_threadsafe(self._stopping.set)
         self._thread.join()
-        self.loop.close()
