@@ -32,7 +32,7 @@ import psycopg
 import psycopg_pool
 
 from akter import faults
-from akter.actor.client import _LoopThread
+from akter.actor.client import _LoopThread, _Portal
 from akter.actor.compat import refuse_misreads
 from akter.actor.declare import Actor, Command
 from akter.actor.kernel import Committed, TurnHook, TurnOptions, run_turn
@@ -296,10 +296,15 @@ class App:
         """``with app.sync_client() as client``: the blocking facade, safe to use from any thread.
 
         After ``app.start_sync()`` it borrows the started engine and its event-loop thread, and
-        opens nothing. Without it — a script — it starts a private engine on a private thread
-        for the block, and closes both at its end."""
-        portal = self._portal
+        opens nothing; so it does from the worker threads of an async server that started the
+        App in its event loop (``async with app:`` in an ASGI lifespan). Without a started App —
+        a script — it starts a private engine on a private thread for the block, and closes both
+        at its end."""
         engine = self._engine
+        portal: _Portal | None = self._portal
+        if portal is None and engine is not None and self._started and engine.loop.is_running():
+            # started by an async server (an ASGI lifespan) whose sync views run in threads
+            portal = _Portal(engine.loop)
         if portal is not None and engine is not None:
             yield SyncWorkflowClient(portal, WorkflowClient(engine, caller))
             return

@@ -86,7 +86,7 @@ class Client:
 
 
 class SyncActorHandle(Generic[S]):
-    def __init__(self, loop: _LoopThread, handle: ActorHandle[S]) -> None:
+    def __init__(self, loop: _Portal, handle: ActorHandle[S]) -> None:
         self._loop = loop
         self._handle = handle
         self.ref = handle.ref
@@ -100,7 +100,7 @@ class SyncActorHandle(Generic[S]):
 class SyncClient:
     """The synchronous facade: the same operations, blocking, for code without an event loop."""
 
-    def __init__(self, loop: _LoopThread, client: Client) -> None:
+    def __init__(self, loop: _Portal, client: Client) -> None:
         self._loop = loop
         self._client = client
 
@@ -113,12 +113,32 @@ class SyncClient:
         return self._client.new_command_id()
 
 
-class _LoopThread:
-    """One event loop in a thread of its own, which plain threads borrow: ``run`` blocks the
-    calling thread on a coroutine run there. Built on ``asyncio.Runner``, so ``stop`` shuts it
-    down properly: tasks left running are cancelled, async generators and the default executor
-    are shut down, the loop is closed and the thread joined. A daemon thread, so a process that
-    never calls ``stop`` can still exit."""
+class _Portal:
+    """Runs coroutines on an event loop that another thread runs: ``run`` blocks the calling
+    thread until the coroutine is done there. The sync facade is built on it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self.loop:
+            coro.close()
+            raise RuntimeError("the akter sync facade was called from its own event loop; await instead")
+        if self.loop.is_closed() or not self.loop.is_running():
+            coro.close()
+            raise RuntimeError("the akter sync facade is closed")
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+
+class _LoopThread(_Portal):
+    """A ``_Portal`` onto an event loop in a thread of its own. Built on ``asyncio.Runner``, so
+    ``stop`` shuts it down properly: tasks left running are cancelled, async generators and the
+    default executor are shut down, the loop is closed and the thread joined. A daemon thread,
+    so a process that never calls ``stop`` can still exit."""
 
     def __init__(self, name: str = "akter-sync") -> None:
         ready = threading.Event()
@@ -136,15 +156,6 @@ class _LoopThread:
         self._stopping = asyncio.Event()
         ready.set()
         await self._stopping.wait()
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        if threading.current_thread() is self._thread:
-            coro.close()
-            raise RuntimeError("the akter sync facade was called from its own event loop; await instead")
-        if not self._thread.is_alive():
-            coro.close()
-            raise RuntimeError("the akter sync facade is closed")
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
     def stop(self) -> None:
         if self._thread.is_alive() and self._stopping is not None:

@@ -122,6 +122,7 @@ class Listener:
         if self._task is None or self._task.done():
             loop = asyncio.get_running_loop()
             self._task = loop.create_task(self._run(), name=f"{self.name} {self.channel}")
+            self._task.add_done_callback(_report)
 
     def _wake_all(self) -> None:
         for waiters in self._waiters.values():
@@ -177,6 +178,12 @@ class Listener:
                 self._listening.clear()
                 with contextlib.suppress(psycopg.Error):
                     await conn.close()
+
+
+def _report(task: asyncio.Task[None]) -> None:
+    # A bug, not an outage: say so. Waiters still poll; the next subscription starts a new task.
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.error("result listener failed", exc_info=exc)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -63,9 +63,7 @@ async def test_the_loop_example_runs_each_occurrence(database_url: str) -> None:
         assert await cur.fetchall() == [("pack", 3), ("pause", 3)]
 
 
-async def test_the_worked_example_main_runs(
-    database_url: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+async def test_the_worked_example_main_runs(database_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     ex = _example()
     ex.app = akter.App([ex.Shop], database_url=database_url)
     clock = testing.Clock(database_url)
