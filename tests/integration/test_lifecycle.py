@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from returns.result import Success
 
 import akter
 import akter.app
+from akter import testing
 from akter.workflow import run as run_module
 from tests.apps import counter, shop
 from tests.apps.counter import Add, Counter, add
@@ -191,15 +193,19 @@ async def _until(predicate: Any) -> None:
     raise AssertionError(f"{predicate} never held")
 
 
-@pytest.mark.parametrize("finish", ["after the reconnect", "while the listener is down"])
+@pytest.mark.parametrize(
+    "finish", ["after the reconnect", "while the listener is down", "after every connection was lost"]
+)
 async def test_result_keeps_waiting_across_a_lost_listener(
-    database_url: str, peek: Peek, monkeypatch: pytest.MonkeyPatch, finish: str
+    database_url: str, peek: Peek, clock: testing.Clock, monkeypatch: pytest.MonkeyPatch, finish: str
 ) -> None:
     # no fallback poll within the test: only the listener (its notifies, its wake after a
     # reconnect) can deliver the result
     monkeypatch.setattr(run_module, "POLL_FALLBACK", 3600.0)
     app = shop.make_app(database_url)
-    async with app, app.relay(), app.client() as client:
+    # a delivery the restart cut short is retried after its claim lease: keep the test short
+    settings = akter.RelaySettings(claim_lease=timedelta(seconds=1), backoff_base=timedelta(milliseconds=100))
+    async with app, app.relay(settings), app.client() as client:
         handle = client.actor(Shop, "s1", tenant="acme")
         runs = [await handle.start(Ship, Order(id=f"o{i}", wait_s=600)) for i in range(3)]
         waiting = [asyncio.create_task(r.result(timeout=60)) for r in runs]
@@ -207,11 +213,21 @@ async def test_result_keeps_waiting_across_a_lost_listener(
         (pid,) = await _listener_backends(peek)
         listener = client.runtime.results
         assert listener.connects == 1  # one connection for every waiter
-        await peek.value("SELECT pg_terminate_backend(%s)", pid)
+        if finish == "after every connection was lost":
+            # the pool's, the relay's and the listener's: what a restart does to a process
+            await peek.rows(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        else:
+            await peek.value("SELECT pg_terminate_backend(%s)", pid)
         if finish == "after the reconnect":
             await _until(lambda: _listener_moved(peek, pid))
         for i in range(3):
             await handle.send(pay, Pay(order=f"o{i}", amount=i))
+        if finish == "after every connection was lost":
+            # passes the restart cut short resume on their recovery timers (30 s ahead)
+            await clock.advance(timedelta(minutes=1))
         outcomes = await asyncio.gather(*waiting)
         assert outcomes == [Success(Shipped(order=f"o{i}", slot=10, paid=i)) for i in range(3)]
         assert listener.connects == 2
