@@ -157,7 +157,7 @@ class App:
         it (``migrate``, else ``migrate_on_start``) or check that it is migrated, open the pool,
         read the deployment, store the manifests. Starting a started App does nothing."""
         async with self._guard():
-            engine = self._engine
+            engine = self._live_engine()
             if engine is not None and engine.loop is not asyncio.get_running_loop():
                 raise ConfigurationError(
                     "this App's engine runs in another event loop (start_sync(), or another "
@@ -223,6 +223,16 @@ class App:
         finally:
             self.close_sync()
 
+    def _live_engine(self) -> Runtime | None:
+        engine = self._engine
+        if engine is not None and engine.loop.is_closed():
+            # started in a loop that ended without close() (a test's loop, an asyncio.run): its
+            # connections went with that loop; this loop starts afresh
+            log.warning("the engine of this App was never closed and its event loop has ended")
+            self._engine, self._started, self._users = None, False, 0
+            return None
+        return engine
+
     def _guard(self) -> asyncio.Lock:
         loop = asyncio.get_running_loop()
         if self._lock is None or self._lock_loop is not loop:
@@ -237,7 +247,7 @@ class App:
 
     @asynccontextmanager
     async def _borrow(self) -> AsyncIterator[Runtime]:
-        engine = self._engine
+        engine = self._live_engine()
         if engine is not None and engine.loop is not asyncio.get_running_loop():
             if self._started:
                 raise ConfigurationError(

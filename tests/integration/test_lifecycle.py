@@ -278,3 +278,17 @@ async def test_an_app_started_by_an_async_server_serves_its_sync_views(
         with pytest.raises(RuntimeError, match="its own event loop"):
             view(1)  # called on the loop itself, it would deadlock: refused instead
     assert (calls.pools, calls.manifests) == (1, 1)
+
+
+def test_an_engine_left_open_by_an_ended_event_loop_is_replaced(database_url: str) -> None:
+    app = counter.make_app(database_url)
+
+    async def send() -> object:
+        async with app.client() as client:
+            return await client.actor(Counter, "c", tenant="acme").send(add, Add(1))
+
+    async def start_and_forget() -> None:
+        await app.start()  # no close(): the loop ends with the engine open
+
+    asyncio.run(start_and_forget())
+    assert asyncio.run(send()) == Success(1)
