@@ -123,22 +123,21 @@ class Run(Generic[O]):
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
         deadline = None if seconds is None else time.monotonic() + seconds
 
-        def remaining() -> float:
+        def left() -> float:
             wait = POLL_FALLBACK
             if deadline is not None:
                 wait = min(wait, deadline - time.monotonic())
-                if wait <= 0:
-                    raise ResultTimeout(f"{self.execution_id} did not finish within {seconds}s")
-            return wait
+            return max(wait, 0.0)
 
         # The engine's one listener (``akter.store.listener``): subscribe before the first
         # check, so a finish committed after the check wakes us; a reconnect wakes us too.
         with self._runtime.results.subscribe(self.execution_id) as finished:
-            await finished.ready(remaining())
+            await finished.ready(left())
             while True:
                 finished.clear()
                 try:
-                    async with self._runtime.pool.connection(timeout=remaining()) as conn:
+                    # a restart may leave the pool empty for a while: never wait past a poll
+                    async with self._runtime.pool.connection(timeout=max(left(), 0.1)) as conn:
                         status = await self._poll(conn)
                 except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
                     # a database restart is an ordinary event: keep waiting, check again
@@ -148,7 +147,10 @@ class Run(Generic[O]):
                 else:
                     if status.result is not None:
                         return status.result
-                await finished.wait(remaining())
+                wait = left()
+                if wait <= 0:
+                    raise ResultTimeout(f"{self.execution_id} did not finish within {seconds}s")
+                await finished.wait(wait)
 
     async def interrupt(self, *, command_id: str | None = None) -> None:
         """Ask the execution to stop: it replays to its first unsettled step, runs its

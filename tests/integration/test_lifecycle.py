@@ -292,3 +292,14 @@ def test_an_engine_left_open_by_an_ended_event_loop_is_replaced(database_url: st
 
     asyncio.run(start_and_forget())
     assert asyncio.run(send()) == Success(1)
+
+
+async def test_result_with_no_time_left_still_reads_a_finished_run(database_url: str) -> None:
+    app = shop.make_app(database_url)
+    async with app, app.relay() as relay, app.client() as client:
+        run = await client.actor(Shop, "s1", tenant="acme").start(Ship, Order(id="now"))
+        await relay.idle()
+        assert await run.result(timeout=0) == Success(Shipped(order="now", slot=10))
+        waiting = await client.actor(Shop, "s1", tenant="acme").start(Ship, Order(id="later", wait_s=600))
+        with pytest.raises(akter.ResultTimeout):
+            await waiting.result(timeout=0)
