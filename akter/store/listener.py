@@ -27,6 +27,7 @@ from typing import Any
 import psycopg
 import stamina
 
+from akter.errors import ConfigurationError
 from akter.store.pool import connection_kwargs
 from akter.store.sqlstate import is_connection_lost
 
@@ -73,12 +74,14 @@ class Listener:
         name: str = "akter-listener",
         wait_initial: float = 0.05,
         wait_max: float = 5.0,
+        wait_jitter: float = 0.5,
     ) -> None:
         self.url = url
         self.channel = channel
         self.name = name
         self._wait_initial = wait_initial
         self._wait_max = wait_max
+        self._wait_jitter = wait_jitter
         self._waiters: dict[str, set[Subscription]] = {}
         self._listening = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -90,7 +93,7 @@ class Listener:
     def subscribe(self, key: str) -> Iterator[Subscription]:
         """Subscribe to notifications whose payload is ``key``, for the block's duration."""
         if self._closed:
-            raise RuntimeError("the listener is closed (the App was closed)")
+            raise ConfigurationError("this App was closed: start it again to wait for results")
         self._ensure_running()
         sub = Subscription(self, key)
         self._waiters.setdefault(key, set()).add(sub)
@@ -148,7 +151,7 @@ class Listener:
                 timeout=None,
                 wait_initial=self._wait_initial,
                 wait_max=self._wait_max,
-                wait_jitter=self._wait_initial,
+                wait_jitter=self._wait_jitter,
             ):
                 with attempt:
                     try:

@@ -248,6 +248,8 @@ async def test_result_of_a_finished_execution_needs_no_notification(database_url
         run = await client.actor(Shop, "s1", tenant="acme").start(Ship, Order(id="done"))
         await relay.idle()
         assert await run.result(timeout=10) == Success(Shipped(order="done", slot=10))
+    with pytest.raises(akter.ConfigurationError, match="App was closed"):
+        await run.result(timeout=10)
 
 
 def test_a_started_app_refuses_a_client_of_another_event_loop(database_url: str) -> None:
