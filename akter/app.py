@@ -1,17 +1,27 @@
-"""``App``: the declared actor types plus how to reach their database.
+"""``App``: the declared actor types, how to reach their database, and the engine's lifecycle.
 
 An ``App`` is a value users build at module level (``akter relay module:app`` imports it). It
-holds declarations and settings only; the live parts — the connection pool, the retry window
-read from ``actor_deployment``, the client's estimate of the database clock — are a ``Runtime``,
-opened by ``app.client()`` (or ``app.sync_client()`` in its own thread) and closed with it.
-Starting a runtime resolves the database (``AKTER_DATABASE_URL`` or the embedded server) and
-applies migrations.
+holds declarations and settings; the live parts — the connection pool, the one result listener
+(``akter.store.listener``), the retry window read from ``actor_deployment``, the estimate of the
+database clock — are the engine, a ``Runtime``. This module is the composition root: it builds
+the engine and hands clients and relays the ``Runtime``, and no lower module imports it.
+
+The engine has an explicit lifecycle, once per process: ``async with app:`` (or ``await
+app.start()`` / ``await app.close()``), or, for synchronous code, ``app.start_sync()`` /
+``app.close_sync()`` (``with app.running():``), which run it on one event-loop thread of its own.
+Starting resolves the database (``AKTER_DATABASE_URL`` or the embedded server), applies the
+migrations when asked to (``migrate_on_start``) or else checks that they were applied, opens the
+pool, reads the deployment and stores the App's manifests. Clients and relays borrowed from a
+started App then cost nothing. A client of an App nobody started (a script) starts the engine
+itself and closes it when the last such user is done.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -22,18 +32,27 @@ import psycopg
 import psycopg_pool
 
 from akter import faults
-from akter.actor.client import _LoopThread
+from akter.actor.client import _LoopThread, _Portal
 from akter.actor.compat import refuse_misreads
 from akter.actor.declare import Actor, Command
 from akter.actor.kernel import Committed, TurnHook, TurnOptions, run_turn
 from akter.actor.manifest import accept as accept_actor_manifests
 from akter.callers import Caller
-from akter.errors import CommandExpired, ConfigurationError, DatabaseUnavailable, DeclarationError
+from akter.errors import (
+    CommandExpired,
+    ConfigurationError,
+    DatabaseUnavailable,
+    DeclarationError,
+    SchemaError,
+    SchemaTooNew,
+)
 from akter.ids import ActorRef, CommandId
 from akter.outbox.intents import OutboxHook
 from akter.outbox.relay import Relay, RelayPlugin, RelaySettings
-from akter.store.database import resolve_database_url
-from akter.store.migrate import migrate
+from akter.store.database import ENV_DATABASE_URL, describe, resolve_database_url
+from akter.store.listener import Listener
+from akter.store.migrate import MIGRATIONS_TABLE, known_migrations
+from akter.store.migrate import migrate as apply_migrations
 from akter.store.pool import open_pool
 from akter.store.sqlstate import is_connection_lost
 from akter.workflow.manifest import accept as accept_manifests
@@ -53,7 +72,13 @@ class App:
     ``workflow_retention``: how long finished executions and their steps are kept (``None``: the
     deployment's setting, 7 days by default; never less than the retry window).
     ``drop_steps_at_finish`` deletes an execution's steps when it finishes, for deployments that
-    want the smallest tables and need no inspection or replay of finished histories."""
+    want the smallest tables and need no inspection or replay of finished histories.
+
+    ``migrate_on_start``: apply the ``sql/`` migrations when the engine starts. ``None`` (the
+    default) migrates only the embedded PostgreSQL (no ``database_url``, no
+    ``AKTER_DATABASE_URL``), so the quick start needs no step; a configured database is
+    migrated by ``akter migrate`` or ``akter relay``, and an App started on one that is behind
+    raises ``SchemaError`` saying so."""
 
     def __init__(
         self,
@@ -65,6 +90,7 @@ class App:
         busy_timeout: timedelta = timedelta(seconds=30),
         workflow_retention: timedelta | None = None,
         drop_steps_at_finish: bool = False,
+        migrate_on_start: bool | None = None,
     ) -> None:
         problems: list[str] = []
         self.actors: dict[str, Actor[Any]] = {}
@@ -85,15 +111,23 @@ class App:
         self.busy_timeout = busy_timeout
         self.workflow_retention = workflow_retention
         self.drop_steps_at_finish = drop_steps_at_finish
+        self.migrate_on_start = migrate_on_start
         #: layers above the kernel (outbox, workflows) that take part in every turn
         self.hooks: list[TurnHook] = [OutboxHook()]
         #: work that runs beside every relay of this App (the workflow passes)
         self.relay_plugins: list[RelayPlugin] = []
         if any(a.extensions.get("workflows") for a in self.actors.values()):
             self._add_workflows()
-        self._runtime: Runtime | None = None
+        #: the engine; ``_started`` when ``start()`` opened it (else a script's client did)
+        self._engine: Runtime | None = None
+        self._started = False
+        #: clients and relays using an engine that a script's client opened
         self._users = 0
-        self._lock = asyncio.Lock()
+        self._lock: asyncio.Lock | None = None
+        self._lock_loop: asyncio.AbstractEventLoop | None = None
+        #: the event-loop thread of ``start_sync()``
+        self._portal: _LoopThread | None = None
+        self._portal_lock = threading.Lock()
 
     def _add_workflows(self) -> None:
         from akter.workflow.hook import WorkflowHook
@@ -123,54 +157,174 @@ class App:
         if self.actors.get(actor.name) is not actor:
             raise ConfigurationError(f"{actor!r} is not part of this App; pass it to akter.App([...])")
 
+    # --- lifecycle ---
+
+    async def start(self, *, migrate: bool | None = None) -> None:
+        """Start the engine in this event loop, once per process: resolve the database, migrate
+        it (``migrate``, else ``migrate_on_start``) or check that it is migrated, open the pool,
+        read the deployment, store the manifests. Starting a started App does nothing."""
+        async with self._guard():
+            engine = self._live_engine()
+            if engine is not None and engine.loop is not asyncio.get_running_loop():
+                raise ConfigurationError(
+                    "this App's engine runs in another event loop (start_sync(), or another "
+                    "thread); use it from there, or app.sync_client() from plain threads"
+                )
+            if engine is None:
+                self._engine = await Runtime.open(self, migrate=migrate)
+            self._started = True
+
+    async def close(self) -> None:
+        """Close the engine: its listener, then its pool. Closing a closed App does nothing.
+        Clients and relays borrowed from it must be done with first."""
+        async with self._guard():
+            engine, self._engine = self._engine, None
+            self._started = False
+            if engine is not None:
+                if engine.loop is not asyncio.get_running_loop():
+                    self._engine = engine
+                    raise ConfigurationError(
+                        "this App was started with start_sync(); close it with close_sync()"
+                    )
+                await engine.close()
+
+    async def __aenter__(self) -> App:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def start_sync(self, *, migrate: bool | None = None) -> None:
+        """Start the engine for synchronous code (Django, Flask), once per process: on one
+        event-loop thread of its own, which every ``app.sync_client()`` then borrows, from any
+        thread. Starting a started App does nothing; pair it with ``close_sync()``."""
+        with self._portal_lock:
+            if self._portal is not None:
+                return
+            portal = _LoopThread("akter-engine")
+            try:
+                portal.run(self.start(migrate=migrate))
+            except BaseException:
+                portal.stop()
+                raise
+            self._portal = portal
+
+    def close_sync(self) -> None:
+        """Close what ``start_sync()`` started, and stop its thread. Idempotent."""
+        with self._portal_lock:
+            portal, self._portal = self._portal, None
+            if portal is None:
+                return
+            try:
+                portal.run(self.close())
+            finally:
+                portal.stop()
+
+    @contextmanager
+    def running(self) -> Iterator[App]:
+        """``with app.running():`` — ``start_sync()`` on entry, ``close_sync()`` on exit."""
+        self.start_sync()
+        try:
+            yield self
+        finally:
+            self.close_sync()
+
+    def _live_engine(self) -> Runtime | None:
+        engine = self._engine
+        if engine is not None and engine.loop.is_closed():
+            # started in a loop that ended without close() (a test's loop, an asyncio.run): its
+            # connections went with that loop; this loop starts afresh
+            log.warning("the engine of this App was never closed and its event loop has ended")
+            self._engine, self._started, self._users = None, False, 0
+            return None
+        return engine
+
+    def _guard(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        if self._lock is None or self._lock_loop is not loop:
+            self._lock, self._lock_loop = asyncio.Lock(), loop
+        return self._lock
+
     async def runtime(self) -> Runtime:
-        """The running runtime of this event loop, opened on first use."""
-        async with self._lock:
-            if self._runtime is None:
-                self._runtime = await Runtime.open(self)
-            return self._runtime
+        """The engine of this event loop, started (``start()``) if it was not."""
+        await self.start()
+        assert self._engine is not None
+        return self._engine
+
+    @asynccontextmanager
+    async def _borrow(self) -> AsyncIterator[Runtime]:
+        engine = self._live_engine()
+        if engine is not None and engine.loop is not asyncio.get_running_loop():
+            if self._started:
+                raise ConfigurationError(
+                    "this App's engine runs in another event loop (start_sync(), or another "
+                    "thread); use app.sync_client() here, or start the App in this loop"
+                )
+            # a script's engine in another loop (another thread): this use opens its own
+            private = await Runtime.open(self)
+            try:
+                yield private
+            finally:
+                await private.close()
+            return
+        async with self._guard():
+            if self._engine is None:
+                self._engine = await Runtime.open(self)
+            engine = self._engine
+            self._users += 1
+        try:
+            yield engine
+        finally:
+            self._users -= 1
+            if self._users == 0 and not self._started and self._engine is engine:
+                await self.close()
+
+    # --- borrowing ---
 
     @asynccontextmanager
     async def client(self, caller: Caller | None = None) -> AsyncIterator[WorkflowClient]:
-        """``async with app.client() as client``: opens the runtime on first use and closes it
-        when the last client context exits."""
-        runtime = await self.runtime()
-        self._users += 1
-        try:
+        """``async with app.client() as client``. From a started App (``async with app:``) a
+        client is cheap: it borrows the engine's pool, listener and clock, and opens nothing.
+
+        Without a started App — a script — it starts the engine itself and closes it when the
+        last such client or relay exits. Each such start resolves the database, checks or
+        migrates it, opens a pool and stores the manifests: a web handler should not rely on it;
+        start the App once per process instead."""
+        async with self._borrow() as runtime:
             yield WorkflowClient(runtime, caller)
-        finally:
-            self._users -= 1
-            if self._users == 0:
-                await self.close()
 
     @asynccontextmanager
     async def relay(self, settings: RelaySettings | None = None) -> AsyncIterator[Relay]:
-        """``async with app.relay() as relay``: the relay in this process, on this App's runtime,
-        sharing bucket ownership with any ``akter relay`` processes on the same database.
-        ``await relay.idle()`` waits until nothing it owns is due; leaving the block drains it."""
-        runtime = await self.runtime()
-        self._users += 1
-        relay = Relay(runtime, settings, plugins=self.relay_plugins)
-        try:
-            await relay.start()
-            yield relay
-        finally:
+        """``async with app.relay() as relay``: the relay in this process, on the started engine
+        (or on one it starts for the block, like a script's client), sharing bucket ownership
+        with any ``akter relay`` processes on the same database. ``await relay.idle()`` waits
+        until nothing it owns is due; leaving the block drains it."""
+        async with self._borrow() as runtime:
+            relay = Relay(runtime, settings, plugins=self.relay_plugins)
             try:
-                await relay.stop()
+                await relay.start()
+                yield relay
             finally:
-                self._users -= 1
-                if self._users == 0:
-                    await self.close()
-
-    async def close(self) -> None:
-        async with self._lock:
-            if self._runtime is not None:
-                runtime, self._runtime = self._runtime, None
-                await runtime.close()
+                await relay.stop()
 
     @contextmanager
     def sync_client(self, caller: Caller | None = None) -> Iterator[SyncWorkflowClient]:
-        """``with app.sync_client() as client``: the blocking facade, with its own pool."""
+        """``with app.sync_client() as client``: the blocking facade, safe to use from any thread.
+
+        After ``app.start_sync()`` it borrows the started engine and its event-loop thread, and
+        opens nothing; so it does from the worker threads of an async server that started the
+        App in its event loop (``async with app:`` in an ASGI lifespan). Without a started App —
+        a script — it starts a private engine on a private thread for the block, and closes both
+        at its end."""
+        engine = self._engine
+        portal: _Portal | None = self._portal
+        if portal is None and engine is not None and self._started and engine.loop.is_running():
+            # started by an async server (an ASGI lifespan) whose sync views run in threads
+            portal = _Portal(engine.loop)
+        if portal is not None and engine is not None:
+            yield SyncWorkflowClient(portal, WorkflowClient(engine, caller))
+            return
         loop = _LoopThread()
         try:
             runtime = loop.run(Runtime.open(self))
@@ -183,7 +337,8 @@ class App:
 
 
 class Runtime:
-    """The live side of an App in one event loop: pool, retry window, database clock estimate."""
+    """The engine: the live side of an App in one event loop — pool, result listener, retry
+    window, database clock estimate. Clients, relays and runners are handed it."""
 
     def __init__(
         self,
@@ -200,15 +355,26 @@ class Runtime:
         #: database clock minus local clock, refreshed by every turn; ids are minted on it
         self.skew_ms = skew_ms
         self.options = TurnOptions(busy_timeout=app.busy_timeout, hooks=app.hooks)
+        self.loop = asyncio.get_running_loop()
+        #: the one ``LISTEN akter_finished`` connection every ``run.result()`` shares
+        self.results = Listener(url, "akter_finished", name="akter-results")
 
     @classmethod
-    async def open(cls, app: App) -> Runtime:
+    async def open(cls, app: App, *, migrate: bool | None = None) -> Runtime:
         faults.load_environment()
+        embedded = not (app.database_url or os.environ.get(ENV_DATABASE_URL))
         url = await asyncio.to_thread(resolve_database_url, app.database_url)
-        await asyncio.to_thread(migrate, url)
+        if migrate is None:
+            migrate = app.migrate_on_start
+        if migrate is None:
+            migrate = embedded
+        if migrate:
+            await asyncio.to_thread(apply_migrations, url)
         pool = await open_pool(url, max_size=app.pool_size, lock_timeout=app.lock_timeout)
         try:
             async with pool.connection() as conn:
+                if not migrate:
+                    await _require_migrated(conn, url)
                 cur = await conn.execute(
                     "SELECT (extract(epoch FROM retry_window) * 1000)::bigint,"
                     " (extract(epoch FROM akter_now()) * 1000)::bigint FROM actor_deployment"
@@ -224,6 +390,7 @@ class Runtime:
         return cls(app, url, pool, window, now_ms - _local_ms())
 
     async def close(self) -> None:
+        await self.results.close()
         await self.pool.close()
 
     def mint_command_id(self) -> CommandId:
@@ -281,6 +448,26 @@ async def _accept_declarations(conn: psycopg.AsyncConnection[Any], app: App) -> 
     await refuse_misreads(conn, app.actors.values())
     await accept_actor_manifests(conn, app.actors.values())
     await accept_manifests(conn, app.actors.values())
+
+
+async def _require_migrated(conn: psycopg.AsyncConnection[Any], url: str) -> None:
+    """Refuse a database whose schema is not the one this akter ships: behind (run ``akter
+    migrate``) or ahead (a newer akter migrated it)."""
+    newest = known_migrations()[-1].version
+    cur = await conn.execute("SELECT to_regclass(%s) IS NOT NULL", [MIGRATIONS_TABLE])
+    row = await cur.fetchone()
+    version = 0
+    if row is not None and row[0]:
+        cur = await conn.execute("SELECT coalesce(max(version), 0) FROM akter_schema_migrations")
+        found = await cur.fetchone()
+        version = int(found[0]) if found is not None else 0
+    if version > newest:
+        raise SchemaTooNew(version, newest)
+    if version < newest:
+        raise SchemaError(
+            f"the database {describe(url)} is at schema version {version}, this akter needs "
+            f"{newest}: run `akter migrate` first, or start the App with migrate_on_start=True"
+        )
 
 
 def _local_ms() -> int:

@@ -273,6 +273,7 @@ async def _open_when_reachable(app: Any, stop: asyncio.Event) -> Any:
                 return None
             tries += 1
             try:
+                await app.start(migrate=True)  # a relay applies the migrations at start-up
                 return await app.runtime()
             except Exception as exc:
                 if unreachable(exc):

@@ -236,7 +236,8 @@ async def fulfil(wf: akter.WorkflowContext, order: Order) -> Shipped:
 
 
 def make_app(database_url: str | None = None) -> akter.App:
-    return akter.App([DemoShop, DemoWarehouse], database_url=database_url)
+    # the demo is a tool, like ``akter relay``: it brings whatever database it is given up to date
+    return akter.App([DemoShop, DemoWarehouse], database_url=database_url, migrate_on_start=True)
 
 
 #: for ``akter inspect akter.demo:app ...``
@@ -521,7 +522,7 @@ async def run_demo(database_url: str | None = None, write: Callable[[str], None]
     shop = ActorRef(TENANT, DemoShop.name, shop_id)
     warehouse = ActorRef(TENANT, DemoWarehouse.name, warehouse_id)
     demo_app = make_app(url)
-    async with demo_app.relay(), demo_app.client() as client, await views.connect(url) as conn:
+    async with demo_app, demo_app.relay(), demo_app.client() as client, await views.connect(url) as conn:
         _introduce(write, described, shop, warehouse)
         narrator = Narrator(conn, demo_app, write)
         narrator.watch_actor(shop)

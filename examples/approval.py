@@ -158,7 +158,7 @@ app = make_app()
 async def main(database_url: str | None = None) -> None:
     stamp = f"{datetime.now(UTC):%Y%m%d-%H%M%S-%f}"
     runner = make_app(database_url)
-    async with runner.relay(), runner.client(akter.User("sam")) as client:
+    async with runner, runner.relay(), runner.client(akter.User("sam")) as client:
         print("1. alice approves within the deadline:")
         report = client.actor(ExpenseReport, f"report-{stamp}-1", tenant="acme")
         run = await report.start(Review, ReviewRequest("sam", "alice", "carol", amount_cents=420_00))

@@ -217,7 +217,7 @@ def describe(result: Result[Itinerary, Exception]) -> str:
 async def main(database_url: str | None = None) -> None:
     traveller_id = f"ada-{datetime.now(UTC):%Y%m%d-%H%M%S-%f}"
     runner = make_app(database_url)
-    async with runner.relay(), runner.client() as client:
+    async with runner, runner.relay(), runner.client() as client:
         ada = client.actor(Traveller, traveller_id, tenant="travel")
 
         print("1. a trip that books:")

@@ -7,8 +7,9 @@ returns a ``returns.result.Result``: ``Success(output)`` or ``Failure(declared e
 own refusals (conflict, expiry, access, defects) are raised, because they are bugs or operational
 conditions, not business outcomes.
 
-``SyncClient`` is the same for synchronous code (Django, Flask): it runs a private event loop in
-a daemon thread and its own connection pool there.
+``SyncClient`` is the same for synchronous code (Django, Flask): its calls run on the event loop
+of a ``_LoopThread``, the started App's one (``app.start_sync()``), or a private one for the
+duration of a script's ``with app.sync_client():``.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ class Client:
 
 
 class SyncActorHandle(Generic[S]):
-    def __init__(self, loop: _LoopThread, handle: ActorHandle[S]) -> None:
+    def __init__(self, loop: _Portal, handle: ActorHandle[S]) -> None:
         self._loop = loop
         self._handle = handle
         self.ref = handle.ref
@@ -99,7 +100,7 @@ class SyncActorHandle(Generic[S]):
 class SyncClient:
     """The synchronous facade: the same operations, blocking, for code without an event loop."""
 
-    def __init__(self, loop: _LoopThread, client: Client) -> None:
+    def __init__(self, loop: _Portal, client: Client) -> None:
         self._loop = loop
         self._client = client
 
@@ -112,18 +113,51 @@ class SyncClient:
         return self._client.new_command_id()
 
 
-class _LoopThread:
-    """An event loop in a daemon thread; ``run`` blocks the calling thread on a coroutine."""
+class _Portal:
+    """Runs coroutines on an event loop that another thread runs: ``run`` blocks the calling
+    thread until the coroutine is done there. The sync facade is built on it."""
 
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="akter-sync", daemon=True)
-        self._thread.start()
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self.loop:
+            coro.close()
+            raise RuntimeError("the akter sync facade was called from its own event loop; await instead")
+        if self.loop.is_closed() or not self.loop.is_running():
+            coro.close()
+            raise RuntimeError("the akter sync facade is closed")
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
+
+class _LoopThread(_Portal):
+    """A ``_Portal`` onto an event loop in a thread of its own. Built on ``asyncio.Runner``, so
+    ``stop`` shuts it down properly: tasks left running are cancelled, async generators and the
+    default executor are shut down, the loop is closed and the thread joined. A daemon thread,
+    so a process that never calls ``stop`` can still exit."""
+
+    def __init__(self, name: str = "akter-sync") -> None:
+        ready = threading.Event()
+        self._stopping: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._main, args=(ready,), name=name, daemon=True)
+        self._thread.start()
+        ready.wait()
+
+    def _main(self, ready: threading.Event) -> None:
+        with asyncio.Runner() as runner:
+            self.loop = runner.get_loop()
+            runner.run(self._serve(ready))
+
+    async def _serve(self, ready: threading.Event) -> None:
+        self._stopping = asyncio.Event()
+        ready.set()
+        await self._stopping.wait()
+
     def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
+        if self._thread.is_alive() and self._stopping is not None:
+            self.loop.call_soon_threadsafe(self._stopping.set)
         self._thread.join()
-        self.loop.close()

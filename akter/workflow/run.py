@@ -2,7 +2,8 @@
 
 ``WorkflowActorHandle.start(Workflow, input)`` sends the member's start command (a turn) and
 returns a ``Run``; ``client.run(Workflow, execution_id)`` re-attaches from an id alone. A
-``Run`` polls, waits for the result (``LISTEN akter_finished``, with polling as the fallback)
+``Run`` polls, waits for the result (through the engine's one listener on ``akter_finished``,
+``akter.store.listener``, with polling as the fallback; a database restart only delays it)
 and interrupts: it sends the member's interrupt command (a turn, ``commands.py``) as the caller
 of the handle or client it came from, so the actor's access policy decides and the execution
 records who asked. Ids are checked before anything is read: a malformed id, another tenant's,
@@ -11,12 +12,14 @@ or another member's is ``InvalidExecutionId``.
 
 from __future__ import annotations
 
+import logging
 import time
 from datetime import timedelta
 from typing import Any, Generic, LiteralString, TypeVar
 
 import attrs
 import psycopg
+import psycopg_pool
 from psycopg.rows import dict_row
 from returns.result import Failure, Result, Success
 
@@ -26,7 +29,7 @@ from akter.actor.declare import Actor
 from akter.callers import Anonymous, Caller
 from akter.errors import InvalidExecutionId, InvalidInput
 from akter.ids import ActorRef, CommandId, ExecutionId, check_execution_key
-from akter.store.pool import connection_kwargs
+from akter.store.sqlstate import is_connection_lost
 from akter.workflow import exits, queries
 from akter.workflow.commands import Interrupt, decode_interrupter, parse_for
 from akter.workflow.declare import Workflow
@@ -36,6 +39,9 @@ S = TypeVar("S")
 I = TypeVar("I")  # noqa: E741 -- a workflow's input type
 O = TypeVar("O")  # noqa: E741 -- the conventional name of an output type
 
+log = logging.getLogger("akter")
+
+#: seconds between checks of a waiting ``result()`` when no notification arrives
 POLL_FALLBACK = 1.0
 
 # ``queries.POLL``, and who asked for the interrupt
@@ -116,23 +122,35 @@ class Run(Generic[O]):
 
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
         deadline = None if seconds is None else time.monotonic() + seconds
-        kwargs = connection_kwargs(self._runtime.url, name="akter-result")
-        async with await psycopg.AsyncConnection.connect(self._runtime.url, **kwargs) as conn:
-            await conn.execute("LISTEN akter_finished")
+
+        def left() -> float:
+            wait = POLL_FALLBACK
+            if deadline is not None:
+                wait = min(wait, deadline - time.monotonic())
+            return max(wait, 0.0)
+
+        # The engine's one listener (``akter.store.listener``): subscribe before the first
+        # check, so a finish committed after the check wakes us; a reconnect wakes us too.
+        with self._runtime.results.subscribe(self.execution_id) as finished:
+            await finished.ready(left())
             while True:
-                status = await self._poll(conn)
-                if status.result is not None:
-                    return status.result
-                wait = POLL_FALLBACK
-                if deadline is not None:
-                    wait = min(wait, deadline - time.monotonic())
-                    if wait <= 0:
-                        raise ResultTimeout(f"{self.execution_id} did not finish within {seconds}s")
-                # wait for this execution's finish (the payload is its id, well under
-                # NOTIFY's 8,000-byte limit), or the fallback poll
-                async for note in conn.notifies(timeout=wait):
-                    if note.payload == self.execution_id:
-                        break
+                finished.clear()
+                try:
+                    # a restart may leave the pool empty for a while: never wait past a poll
+                    async with self._runtime.pool.connection(timeout=max(left(), 0.1)) as conn:
+                        status = await self._poll(conn)
+                except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+                    # a database restart is an ordinary event: keep waiting, check again
+                    if not (isinstance(exc, psycopg_pool.PoolTimeout) or is_connection_lost(exc)):
+                        raise
+                    log.warning("result of %s: database unreachable (%s); waiting", self.execution_id, exc)
+                else:
+                    if status.result is not None:
+                        return status.result
+                wait = left()
+                if wait <= 0:
+                    raise ResultTimeout(f"{self.execution_id} did not finish within {seconds}s")
+                await finished.wait(wait)
 
     async def interrupt(self, *, command_id: str | None = None) -> None:
         """Ask the execution to stop: it replays to its first unsettled step, runs its

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import re
+import threading
 import types
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import psycopg
+import pytest
 from returns.result import Success
 
 import akter
@@ -56,3 +61,47 @@ async def test_the_loop_example_runs_each_occurrence(database_url: str) -> None:
     async with await psycopg.AsyncConnection.connect(database_url) as conn:
         cur = await conn.execute("SELECT step, count(*) FROM actor_workflow_step GROUP BY step ORDER BY step")
         assert await cur.fetchall() == [("pack", 3), ("pause", 3)]
+
+
+async def test_the_worked_example_main_runs(database_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    ex = _example()
+    ex.app = akter.App([ex.Shop], database_url=database_url)
+    clock = testing.Clock(database_url)
+    main = asyncio.create_task(ex.main())
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        # the durable cool-off is recorded: jump past it instead of waiting ten minutes
+        for _ in range(1500):
+            cur = await conn.execute("SELECT count(*) FROM actor_workflow_step WHERE step = 'cool-off'")
+            if (await cur.fetchone()) == (1,):
+                break
+            await asyncio.sleep(0.02)
+    await clock.advance(timedelta(minutes=11))
+    async with asyncio.timeout(60):
+        await main
+    assert capsys.readouterr().out == "<Success: Shipped(order='o-1', paid=30)>\n"
+
+
+def test_the_sync_section_serves_views_from_a_started_engine(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ex = _example()
+    ex.app = akter.App([ex.Shop], database_url=database_url)
+    block = re.search(r"\*\*Django, Flask.*?```python\n(.*?)```", README.read_text(), re.S)
+    assert block is not None, "the README lost its Django/Flask example"
+    closers: list[Any] = []
+    monkeypatch.setattr(atexit, "register", closers.append)
+    exec(compile(block.group(1), str(README), "exec"), ex.__dict__)
+    try:
+        outcomes = set()
+        threads = [
+            threading.Thread(target=lambda i=i: outcomes.add(str(ex.pay_order(f"o-{i}", i))))
+            for i in range(4)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert outcomes == {"<Success: None>"}
+    finally:
+        assert closers == [ex.app.close_sync]
+        ex.app.close_sync()
