@@ -249,7 +249,8 @@ class App:
     async def runtime(self) -> Runtime:
         """The engine of this event loop, started (``start()``) if it was not."""
         await self.start()
-        assert self._engine is not None
+        if self._engine is None:  # pragma: no cover -- start() sets it or raises
+            raise RuntimeError("the App's engine did not start")
         return self._engine
 
     @asynccontextmanager

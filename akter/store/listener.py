@@ -163,7 +163,8 @@ class Listener:
                                 "result listener cannot connect (try %d): %s", failures, _one_line(exc)
                             )
                         raise
-            assert conn is not None
+            if conn is None:  # pragma: no cover -- the retry loop above returns a connection or raises
+                raise RuntimeError("the result listener's retry loop ended without a connection")
             try:
                 self.connects += 1
                 failures = 0

@@ -136,6 +136,12 @@ class Pass:
         self.writes = 0
         self.driver: Driver | None = None
 
+    def _driver(self) -> Driver:
+        """The driver of this pass (set once the execution loaded and was judged replayable)."""
+        if self.driver is None:  # pragma: no cover -- only called after _run built it
+            raise RuntimeError(f"the pass of {self.eid} has no driver yet")
+        return self.driver
+
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000 + self.runtime.skew_ms
 
@@ -156,9 +162,9 @@ class Pass:
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(queries.STEP_ROW, {**self.params, **_key_params(key)})
             rows = await cur.fetchall()
-        assert self.driver is not None
+        driver = self._driver()
         for r in rows:
-            self.driver.record(_row(r))
+            driver.record(_row(r))
 
     # ---- the pass ---------------------------------------------------------------------------
 
@@ -234,8 +240,7 @@ class Pass:
         await self._one(queries.LEAVE_BLOCKED, {"reason": reason, "due": due})
 
     async def _drive(self, workflow: Workflow[Any, Any]) -> None:  # noqa: PLR0912 -- the pass's states, in order
-        driver = self.driver
-        assert driver is not None
+        driver = self._driver()
         backoff = 0.0
         refused_at = -1
         while True:
@@ -357,7 +362,6 @@ class Pass:
         finally:
             waker.cancel()
         self.wake.clear()
-        assert self.driver is not None
         for key, task in list(self.inflight.items()):
             if task.done():
                 del self.inflight[key]
@@ -371,8 +375,7 @@ class Pass:
         driver asks for it again, or the finish settles its pending row as interrupted."""
         if task.cancelled():
             return
-        assert self.driver is not None
-        self.driver.record(task.result())  # a Stale raised by the attempt ends the pass here
+        self._driver().record(task.result())  # a Stale raised by the attempt ends the pass here
 
     async def _check_interrupt(self) -> None:
         row = await self._one(queries.POLL)
@@ -567,14 +570,14 @@ class Pass:
 
     async def _suspend(self, due_ms: int | None) -> bool:
         """Suspend under the fence; False when the pass must go on (interrupt, new events)."""
-        assert self.driver is not None
+        driver = self._driver()
         await faults.hit("workflow.before_suspend", self.ref.actor_id, str(self.eid))
         due = None if due_ms is None else datetime.fromtimestamp(due_ms / 1000, tz=UTC)
         check = await self._fenced(
             queries.SUSPEND,
             {
                 "due": due,
-                "abandon": sorted(self.driver.abandoned),
+                "abandon": sorted(driver.abandoned),
                 "knows_interrupt": self.interrupting,
                 "abandoned": ABANDONED_EXIT,
                 "notify_within": timedelta(milliseconds=NOTIFY_WITHIN_MS),

@@ -27,7 +27,7 @@ from akter import codec
 from akter.actor.client import ActorHandle, Client, SyncActorHandle, SyncClient
 from akter.actor.declare import Actor
 from akter.callers import Anonymous, Caller
-from akter.errors import InvalidExecutionId, InvalidInput
+from akter.errors import CorruptRecord, InvalidExecutionId, InvalidInput
 from akter.ids import ActorRef, CommandId, ExecutionId, check_execution_key
 from akter.store.sqlstate import is_connection_lost
 from akter.workflow import exits, queries
@@ -75,7 +75,8 @@ def decode_result(workflow: Workflow[Any, Any], data: bytes) -> Result[Any, Exce
     if isinstance(outcome, Ok):
         return Success(outcome.value)
     error = outcome.error
-    assert isinstance(error, Exception)
+    if not isinstance(error, Exception):  # exits decode to akter errors or declared ones only
+        raise CorruptRecord(f"recorded result of {workflow!r} decodes to {type(error).__name__}")
     return Failure(error)
 
 
@@ -224,12 +225,14 @@ class SyncRun(Generic[O]):
 class SyncWorkflowActorHandle(SyncActorHandle[S]):
     def start(self, workflow: Workflow[I, O], payload: I, *, command_id: str | None = None) -> SyncRun[O]:
         handle = self._handle
-        assert isinstance(handle, WorkflowActorHandle)
+        if not isinstance(handle, WorkflowActorHandle):  # the sync facade wraps what the async one made
+            raise TypeError(f"expected a WorkflowActorHandle, got {type(handle).__name__}")
         return SyncRun(self._loop, self._loop.run(handle.start(workflow, payload, command_id=command_id)))
 
     def run(self, workflow: Workflow[Any, O], execution_id: str) -> SyncRun[O]:
         handle = self._handle
-        assert isinstance(handle, WorkflowActorHandle)
+        if not isinstance(handle, WorkflowActorHandle):  # the sync facade wraps what the async one made
+            raise TypeError(f"expected a WorkflowActorHandle, got {type(handle).__name__}")
         return SyncRun(self._loop, handle.run(workflow, execution_id))
 
 
@@ -243,5 +246,6 @@ class SyncWorkflowClient(SyncClient):
 
     def run(self, workflow: Workflow[Any, O], execution_id: str, *, tenant: str) -> SyncRun[O]:
         client = self._client
-        assert isinstance(client, WorkflowClient)
+        if not isinstance(client, WorkflowClient):  # the sync facade wraps what the async one made
+            raise TypeError(f"expected a WorkflowClient, got {type(client).__name__}")
         return SyncRun(self._loop, client.run(workflow, execution_id, tenant=tenant))

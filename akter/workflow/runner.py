@@ -26,6 +26,7 @@ import logging
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from akter.errors import ConfigurationError
 from akter.ids import ActorRef, ExecutionId
 from akter.store.background import persist
 from akter.store.sqlstate import is_connection_lost
@@ -77,10 +78,15 @@ class WorkflowRunner:
         self._quiet = asyncio.Event()
         self._quiet.set()
 
+    def _owner(self) -> Relay:
+        """The relay this runner serves (``run`` sets it before any pass or maintenance runs)."""
+        if self._relay is None:
+            raise RuntimeError("the workflow runner runs inside a relay: start it with relay.start()")
+        return self._relay
+
     @property
     def runtime(self) -> Runtime:
-        assert self._relay is not None, "the runner runs inside a relay"
-        return self._relay.runtime
+        return self._owner().runtime
 
     def workflow(self, actor_type: str, name: str) -> Workflow[Any, Any] | None:
         actor = self.app.actors.get(actor_type)
@@ -184,8 +190,7 @@ class WorkflowRunner:
 
     async def refresh_expired(self) -> int:
         """Give expired resume intents of the owned buckets fresh ids; returns how many."""
-        assert self._relay is not None
-        owned = sorted(self._relay.owned())
+        owned = sorted(self._owner().owned())
         if not owned:
             return 0
         async with self.runtime.pool.connection() as conn:
@@ -203,8 +208,7 @@ class WorkflowRunner:
     async def prune(self) -> int:
         """One retention round over the owned buckets; returns the number of executions deleted.
         Raises what the database raised (the run loop backs off and tries again)."""
-        assert self._relay is not None
-        owned = sorted(self._relay.owned())
+        owned = sorted(self._owner().owned())
         if not owned:
             return 0
         async with self.runtime.pool.connection() as conn:
@@ -214,7 +218,8 @@ class WorkflowRunner:
                 (self.retention,),
             )
             row = await cur.fetchone()
-            assert row is not None
+            if row is None:  # actor_deployment has one row from sql/001 on; akter never deletes it
+                raise ConfigurationError("actor_deployment is empty; the schema was not migrated by akter")
             params = {"retention_ms": row[0], "limit": self.prune_batch, "buckets": owned}
             cur = await conn.execute(queries.PRUNE, params)
             deleted: int = cur.rowcount
