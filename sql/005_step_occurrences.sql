@@ -19,6 +19,13 @@
 ALTER TABLE actor_workflow_step
     ADD COLUMN scope text NOT NULL DEFAULT '',
     ADD COLUMN occurrence integer NOT NULL DEFAULT 1;
+
+-- How an execution's steps are keyed. 1: before occurrences — every await of a step name is the
+-- one row (step, '', 1), as the engine that recorded it replayed it; executions open when this
+-- migration runs keep that until they finish (invariant 7: replay what was recorded, as it was
+-- recorded). 2: by scope and occurrence. New executions start at 2.
+ALTER TABLE actor_workflow_executions ADD COLUMN history_format smallint NOT NULL DEFAULT 1;
+ALTER TABLE actor_workflow_executions ALTER COLUMN history_format SET DEFAULT 2;
 ALTER TABLE actor_workflow_step DROP CONSTRAINT actor_workflow_step_pkey;
 ALTER TABLE actor_workflow_step
     ADD PRIMARY KEY (routing_key, execution_id, step, scope, occurrence, attempt);

@@ -223,7 +223,9 @@ class Pass:
         self.cursor = head["event_cursor"]
         self.principal = principal
         self.interrupting = bool(head["interrupt"])
-        self.driver = Driver(workflow, ctx, payload, history, interrupted=self.interrupting)
+        self.driver = Driver(
+            workflow, ctx, payload, history, interrupted=self.interrupting, legacy=head["history_format"] == 1
+        )
         try:
             await self._drive(workflow)
         except CorruptRecord as exc:

@@ -127,7 +127,8 @@ SELECT (SELECT status FROM e) AS status, (SELECT count(*) FROM arm) AS armed"""
 # A pass reads the execution and all its steps in one query.
 LOAD: LiteralString = """
 SELECT e.workflow, e.key, e.manifest_hash, e.payload, e.principal, e.versions, e.event_cursor,
-       e.status, e.interrupt, (extract(epoch FROM akter_now()) * 1000)::bigint AS now_ms,
+       e.status, e.interrupt, e.history_format,
+       (extract(epoch FROM akter_now()) * 1000)::bigint AS now_ms,
        s.step, s.scope, s.occurrence, s.attempt, s.kind, s.exit,
        (extract(epoch FROM s.due_at) * 1000)::bigint AS due_ms,
        (extract(epoch FROM s.started_at) * 1000)::bigint AS started_ms, s.wait_cursor, s.scanned
