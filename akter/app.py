@@ -149,6 +149,13 @@ class App:
         )
         self.relay_plugins.append(self.workflow_runner)
 
+    def plugins_for_relay(self) -> list[RelayPlugin]:
+        """What a new relay of this App runs beside it: a workflow runner of its own (the App's
+        ``workflow_runner`` for the first relay running at a time) and any other plugins."""
+        from akter.workflow.runner import WorkflowRunner
+
+        return [p.claim() if isinstance(p, WorkflowRunner) else p for p in self.relay_plugins]
+
     def check_declared(self, actor: Actor[Any]) -> None:
         from akter.actor.declare import Actor as ActorType
 
@@ -302,7 +309,7 @@ class App:
         with any ``akter relay`` processes on the same database. ``await relay.idle()`` waits
         until nothing it owns is due; leaving the block drains it."""
         async with self._borrow() as runtime:
-            relay = Relay(runtime, settings, plugins=self.relay_plugins)
+            relay = Relay(runtime, settings, plugins=self.plugins_for_relay())
             try:
                 await relay.start()
                 yield relay

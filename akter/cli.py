@@ -317,7 +317,7 @@ async def _run_relay(app: Any, settings: Any) -> int:
     if refused := await _workflow_check(app):
         await app.close()
         return refused
-    relay = Relay(runtime, settings, plugins=app.relay_plugins)
+    relay = Relay(runtime, settings, plugins=app.plugins_for_relay())
     code = EXIT_OK
     try:
         await relay.start()

@@ -77,6 +77,25 @@ class WorkflowRunner:
         self._tasks: set[asyncio.Task[None]] = set()
         self._quiet = asyncio.Event()
         self._quiet.set()
+        self._claimed = False
+
+    def claim(self) -> WorkflowRunner:
+        """The runner for a relay about to start: this one, or — while another relay of the App
+        runs it — a new runner with the same settings. Each relay has its own workflow engine:
+        one runner serving two relays would judge ownership by only one of them."""
+        if not self._claimed:
+            self._claimed = True
+            return self
+        return WorkflowRunner(
+            self.app,
+            self.hook,
+            recheck=self.recheck,
+            retention=self.retention,
+            drop_steps=self.drop_steps,
+            prune_every=self.prune_every,
+            prune_batch=self.prune_batch,
+            refresh_every=self.refresh_every,
+        )
 
     def _owner(self) -> Relay:
         """The relay this runner serves (``run`` sets it before any pass or maintenance runs)."""
@@ -111,6 +130,7 @@ class WorkflowRunner:
             for task in list(self._tasks):
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
+            self._claimed = False
 
     def schedule(self, ref: ActorRef, eid: ExecutionId) -> None:
         key = str(eid)

@@ -423,3 +423,27 @@ async def test_a_where_predicate_that_raises_names_the_step_and_the_predicate(en
     assert "only_positive" in str(error)
     assert "picky#1" in str(error)
     assert "negative value -3" in str(error)
+
+
+# ---- two relays of one App in one process each run their own workflow engine ----------------
+
+
+async def test_two_relays_of_one_app_in_one_process_each_run_the_executions_they_own(
+    database_url: str,
+) -> None:
+    settings = akter.RelaySettings(heartbeat=timedelta(seconds=0.2), ownership_lease=timedelta(seconds=1))
+    app = edges.make_app(database_url)
+    async with app.relay(settings) as first, app.relay(settings) as second, app.client() as client:
+
+        async def split() -> tuple[int, int]:
+            return len(first.owned()), len(second.owned())
+
+        await until(split, lambda owned: owned[0] > 0 and owned[1] > 0 and sum(owned) == 256)
+        runs = [
+            await client.actor(Edges, f"two-{i}", tenant="acme").start(
+                Loop, Job(f"two-{i}", count=2, seconds=0)
+            )
+            for i in range(16)
+        ]
+        results = [await run.result(timeout=60) for run in runs]
+    assert results == [Success(Done(f"two-{i}-0,two-{i}-1")) for i in range(16)]
