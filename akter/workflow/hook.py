@@ -44,6 +44,7 @@ from akter.actor.turn import Turn
 from akter.callers import System
 from akter.errors import InvalidExecutionId
 from akter.ids import ActorRef
+from akter.outbox import queries as outbox_queries
 from akter.outbox.intents import encode_caller
 from akter.workflow import manifest, queries
 from akter.workflow.commands import LAYER, InterruptMark, ResumeMark, StartMark, interrupter_key, parse_for
@@ -113,7 +114,7 @@ class WorkflowHook:
                 cur = await conn.execute(queries.WAKE_WAITS, {**base, "tags": tags, "due": None})
                 notify = notify or cur.rowcount > 0
         if notify:
-            await conn.execute("SELECT pg_notify('akter_outbox', %s)", (str(ref.bucket),))
+            await conn.execute(outbox_queries.NOTIFY, {"bucket_text": str(ref.bucket)})
 
     def _start_params(self, turn: Turn[Any], item: StartMark) -> dict[str, Any]:
         workflow = item.workflow

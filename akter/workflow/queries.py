@@ -13,9 +13,9 @@ column, already encoded as the outbox's System caller, so SQL can arm a timer wi
 
 from __future__ import annotations
 
-from typing import LiteralString
+from typing import Final, LiteralString
 
-RESUME = "akter.wf.resume"
+RESUME: Final = "akter.wf.resume"
 
 OWNER = (
     "routing_key = %(rk)s AND tenant = %(tenant)s AND actor_type = %(actor_type)s AND actor_id = %(actor_id)s"
@@ -34,18 +34,15 @@ _FENCE = f"""fence AS (
 _RESUME_PAYLOAD = "'\\x00'::bytea || convert_to(json_build_object('execution_id', {eid})::text, 'UTF8')"
 
 # Arm (insert or replace) the execution's timer at %(due)s (NULL = now). Appended to statements
-# that select the execution row as "x" and the deployment's retry window as "w".
+# that select the execution row as "x". The id is minted by akter_mint_intent_id (sql/005), the
+# one definition of a timer's id on the database clock.
 _ARM_FROM = """
 INSERT INTO actor_outbox (routing_key, tenant, actor_type, actor_id, intent_id, bucket, due_at,
                           timer_key, target_type, target_id, command, payload, caller, created_at)
-SELECT x.routing_key, x.tenant, x.actor_type, x.actor_id,
-       'v1.' || (extract(epoch FROM akter_now()) * 1000)::bigint || '.'
-             || ((extract(epoch FROM coalesce(%(due)s::timestamptz, akter_now())) * 1000)::bigint + w.ms)
-             || '.' || md5(random()::text || clock_timestamp()::text),
+SELECT x.routing_key, x.tenant, x.actor_type, x.actor_id, akter_mint_intent_id(%(due)s::timestamptz),
        %(bucket)s, coalesce(%(due)s::timestamptz, akter_now()), 'wf:' || x.execution_id,
-       x.actor_type, x.actor_id, 'akter.wf.resume', {payload}, x.principal, akter_now()
-  FROM {source} x,
-       (SELECT (extract(epoch FROM retry_window) * 1000)::bigint AS ms FROM actor_deployment) w
+       x.actor_type, x.actor_id, '{resume}', {payload}, x.principal, akter_now()
+  FROM {source} x
 ON CONFLICT (routing_key, tenant, actor_type, actor_id, timer_key) WHERE timer_key IS NOT NULL
 DO UPDATE SET intent_id = excluded.intent_id, due_at = excluded.due_at, payload = excluded.payload,
               caller = excluded.caller, attempts = 0, last_error = NULL, claim = NULL,
@@ -53,7 +50,9 @@ DO UPDATE SET intent_id = excluded.intent_id, due_at = excluded.due_at, payload 
 
 
 def _arm_from(source: str) -> str:
-    return _ARM_FROM.format(source=source, payload=_RESUME_PAYLOAD.format(eid="x.execution_id"))
+    return _ARM_FROM.format(
+        source=source, resume=RESUME, payload=_RESUME_PAYLOAD.format(eid="x.execution_id")
+    )
 
 
 # A start: insert the execution (a repeated keyed start attaches: DO NOTHING) with its cursor at
@@ -323,14 +322,16 @@ ON CONFLICT DO NOTHING"""
 # than the retry window) would be refused forever. Resumes are idempotent, so the runner gives
 # such rows a fresh id. Only rows of owned buckets due within the hour are read — refused rows
 # back off into the near future — through the (bucket, due_at) index.
-REFRESH_EXPIRED: LiteralString = """
+REFRESH_EXPIRED: LiteralString = (
+    """
 UPDATE actor_outbox o
-   SET intent_id = 'v1.' || n.ms || '.' || (n.ms + w.ms) || '.'
-                   || md5(random()::text || clock_timestamp()::text),
+   SET intent_id = akter_mint_intent_id(NULL),
        due_at = akter_now(), attempts = 0, last_error = NULL, claim = NULL, claimed_by = NULL
-  FROM (SELECT (extract(epoch FROM akter_now()) * 1000)::bigint AS ms) n,
-       (SELECT (extract(epoch FROM retry_window) * 1000)::bigint AS ms FROM actor_deployment) w
+  FROM (SELECT (extract(epoch FROM akter_now()) * 1000)::bigint AS ms) n
  WHERE o.bucket = ANY(%(buckets)s::smallint[]) AND o.due_at <= akter_now() + interval '1 hour'
-   AND o.command = 'akter.wf.resume'
+   AND o.command = '"""
+    + RESUME
+    + """'
    AND split_part(o.intent_id, '.', 3)::bigint < n.ms
 RETURNING o.bucket"""
+)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from akter.errors import ConfigurationError
 from akter.ids import ActorRef, ExecutionId
+from akter.outbox import queries as outbox_queries
 from akter.store.background import persist
 from akter.store.sqlstate import is_connection_lost
 from akter.workflow import queries
@@ -217,7 +218,7 @@ class WorkflowRunner:
             cur = await conn.execute(queries.REFRESH_EXPIRED, {"buckets": owned})
             buckets = {row[0] for row in await cur.fetchall()}
             for bucket in buckets:
-                await conn.execute("SELECT pg_notify('akter_outbox', %s)", (str(bucket),))
+                await conn.execute(outbox_queries.NOTIFY, {"bucket_text": str(bucket)})
         if buckets:
             log.warning(
                 "gave %d overdue resume intents fresh ids (relays were down past the retry window)",
