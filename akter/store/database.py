@@ -35,7 +35,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from akter.errors import EmbeddedServerError
+from akter.errors import ConfigurationError, EmbeddedServerError
 
 ENV_DATABASE_URL: Final = "AKTER_DATABASE_URL"
 ENV_DATA_DIR: Final = "AKTER_DATA_DIR"
@@ -169,7 +169,15 @@ def _to_uri(params: Mapping[str, object]) -> str:
 
 
 def _resolve(data_dir: Path | None) -> Path:
-    return (data_dir if data_dir is not None else default_data_dir()).expanduser().resolve()
+    path = (data_dir if data_dir is not None else default_data_dir()).expanduser().resolve()
+    # The server takes ownership of its data directory (as root, for a system user it creates):
+    # a path that exists and is not a directory — a mistyped AKTER_DATA_DIR=/etc/passwd — must
+    # be refused before anything touches it.
+    if path.exists() and not path.is_dir():
+        raise ConfigurationError(
+            f"the embedded PostgreSQL's data directory {path} exists and is not a directory"
+        )
+    return path
 
 
 def _start(path: Path) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
+from akter.errors import ConfigurationError
 from akter.store import database
 from akter.store.database import default_data_dir, describe, resolve_database_url, with_database
 
@@ -83,3 +84,18 @@ def test_with_database_changes_only_the_database(url: str) -> None:
     assert after.pop("dbname") == "akter_t_1"
     before.pop("dbname")
     assert after == before
+
+
+def test_a_data_dir_that_is_a_file_is_refused_before_anything_touches_it(tmp_path: Path) -> None:
+    target = tmp_path / "passwd"
+    target.write_text("root:x:0:0\n")
+    before = target.stat()
+    with pytest.raises(ConfigurationError, match="is not a directory"):
+        database.embedded_url(target)
+    after = target.stat()
+    assert (after.st_uid, after.st_gid, after.st_mode, target.read_text()) == (
+        before.st_uid,
+        before.st_gid,
+        before.st_mode,
+        "root:x:0:0\n",
+    )
