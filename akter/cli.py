@@ -60,6 +60,11 @@ def _setup_logging(level: str) -> None:
         logs.configure(level)  # the format from AKTER_LOG_FORMAT, text by default
     except ConfigurationError as exc:
         fail_with(exc)
+    # akter's loops log every retry themselves, with fields; stamina's own "retry_scheduled"
+    # record would say it twice. The process is the CLI's own, so the process-wide setting is ours.
+    import stamina.instrumentation
+
+    stamina.instrumentation.set_on_retry_hooks([])
 
 
 class _Akter(click.Group):
