@@ -6,6 +6,7 @@ connection, how often an effect really happened."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -447,3 +448,40 @@ async def test_two_relays_of_one_app_in_one_process_each_run_the_executions_they
         ]
         results = [await run.result(timeout=60) for run in runs]
     assert results == [Success(Done(f"two-{i}-0,two-{i}-1")) for i in range(16)]
+
+
+# ---- a refused suspension that brought nothing new is never retried at once ----------------
+
+
+async def test_a_suspension_refused_with_nothing_new_backs_off_instead_of_spinning(
+    env: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from akter.workflow import passes
+
+    refusals: list[int] = []
+    waits: list[int | None] = []
+    real_suspend, real_wait = passes.Pass._suspend, passes.Pass._await_progress
+
+    async def refuse_five_times(self: passes.Pass, due_ms: int | None) -> bool:
+        if len(refusals) < 5:
+            refusals.append(self.writes)
+            return False  # as if an unscanned event were there, but nothing changes
+        return await real_suspend(self, due_ms)
+
+    async def await_progress(self: passes.Pass, due_ms: int | None) -> None:
+        waits.append(None if due_ms is None else due_ms - self.now_ms())
+        await real_wait(self, due_ms)
+
+    monkeypatch.setattr(passes.Pass, "_suspend", refuse_five_times)
+    monkeypatch.setattr(passes.Pass, "_await_progress", await_progress)
+    app, relay, client = env
+    run = await client.actor(Edges, "no-spin", tenant="acme").start(Listen, Job("no-spin"))
+    await until(run.poll, lambda s: s.status == "suspended")
+    await quiet(app, relay)
+    assert len(refusals) == 5
+    assert len(set(refusals)) == 1, "nothing was written between the refusals"
+    # after the second refusal with nothing new, each retry waits, and twice as long as before
+    delays = [d for d in waits if d is not None]
+    assert len(delays) == 4
+    assert all(later > earlier for earlier, later in itertools.pairwise(delays))
+    assert "refused twice with nothing new" in caplog.text
