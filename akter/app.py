@@ -3,8 +3,9 @@
 An ``App`` is a value users build at module level (``akter relay module:app`` imports it). It
 holds declarations and settings; the live parts — the connection pool, the one result listener
 (``akter.store.listener``), the retry window read from ``actor_deployment``, the estimate of the
-database clock — are the engine, a ``Runtime``. This module is the composition root: it builds
-the engine and hands clients and relays the ``Runtime``, and no lower module imports it.
+database clock — are the engine (``akter.engine.Engine``). This module and ``akter.engine`` are
+the composition root: they build the engine and hand clients and relays its parts, and no lower
+module imports them.
 
 The engine has an explicit lifecycle, once per process: ``async with app:`` (or ``await
 app.start()`` / ``await app.close()``), or, for synchronous code, ``app.start_sync()`` /
@@ -20,42 +21,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from datetime import timedelta
 from typing import Any
 
-import psycopg
-import psycopg_pool
-
-from akter import faults
 from akter.actor.client import _LoopThread, _Portal
-from akter.actor.compat import refuse_misreads
-from akter.actor.declare import Actor, Command
-from akter.actor.kernel import Committed, TurnHook, TurnOptions, run_turn
-from akter.actor.manifest import accept as accept_actor_manifests
+from akter.actor.declare import Actor
+from akter.actor.kernel import TurnHook
+from akter.actor.sender import check_declared
 from akter.callers import Caller
+from akter.engine import Engine
 from akter.errors import (
-    CommandExpired,
     ConfigurationError,
-    DatabaseUnavailable,
     DeclarationError,
-    SchemaError,
-    SchemaTooNew,
 )
-from akter.ids import ActorRef, CommandId
 from akter.outbox.intents import OutboxHook
 from akter.outbox.relay import Relay, RelayPlugin, RelaySettings
-from akter.store.database import ENV_DATABASE_URL, describe, resolve_database_url
-from akter.store.listener import Listener
-from akter.store.migrate import MIGRATIONS_TABLE, known_migrations
-from akter.store.migrate import migrate as apply_migrations
-from akter.store.pool import open_pool
-from akter.store.sqlstate import is_connection_lost
-from akter.workflow.manifest import accept as accept_manifests
 from akter.workflow.run import SyncWorkflowClient, WorkflowClient
 
 log = logging.getLogger("akter")
@@ -119,7 +102,7 @@ class App:
         if any(a.extensions.get("workflows") for a in self.actors.values()):
             self._add_workflows()
         #: the engine; ``_started`` when ``start()`` opened it (else a script's client did)
-        self._engine: Runtime | None = None
+        self._engine: Engine | None = None
         self._started = False
         #: clients and relays using an engine that a script's client opened
         self._users = 0
@@ -145,7 +128,7 @@ class App:
         # first, so that workflow rows are written before the outbox rows of the same turn
         self.hooks.insert(0, hook)
         self.workflow_runner = WorkflowRunner(
-            self, hook, retention=self.workflow_retention, drop_steps=self.drop_steps_at_finish
+            self.actors, hook, retention=self.workflow_retention, drop_steps=self.drop_steps_at_finish
         )
         self.relay_plugins.append(self.workflow_runner)
 
@@ -157,12 +140,8 @@ class App:
         return [p.claim() if isinstance(p, WorkflowRunner) else p for p in self.relay_plugins]
 
     def check_declared(self, actor: Actor[Any]) -> None:
-        from akter.actor.declare import Actor as ActorType
-
-        if not isinstance(actor, ActorType):
-            raise ConfigurationError(f"client.actor() takes an akter.Actor, got {type(actor).__name__}")
-        if self.actors.get(actor.name) is not actor:
-            raise ConfigurationError(f"{actor!r} is not part of this App; pass it to akter.App([...])")
+        """Refuse an actor type that is not part of this App (``ConfigurationError``)."""
+        check_declared(self.actors, actor)
 
     # --- lifecycle ---
 
@@ -178,7 +157,7 @@ class App:
                     "thread); use it from there, or app.sync_client() from plain threads"
                 )
             if engine is None:
-                self._engine = await Runtime.open(self, migrate=migrate)
+                self._engine = await Engine.open(self, migrate=migrate)
             self._started = True
 
     async def close(self) -> None:
@@ -237,7 +216,7 @@ class App:
         finally:
             self.close_sync()
 
-    def _live_engine(self) -> Runtime | None:
+    def _live_engine(self) -> Engine | None:
         engine = self._engine
         if engine is not None and engine.loop.is_closed():
             # started in a loop that ended without close() (a test's loop, an asyncio.run): its
@@ -253,7 +232,7 @@ class App:
             self._lock, self._lock_loop = asyncio.Lock(), loop
         return self._lock
 
-    async def runtime(self) -> Runtime:
+    async def engine(self) -> Engine:
         """The engine of this event loop, started (``start()``) if it was not."""
         await self.start()
         if self._engine is None:  # pragma: no cover -- start() sets it or raises
@@ -261,7 +240,7 @@ class App:
         return self._engine
 
     @asynccontextmanager
-    async def _borrow(self) -> AsyncIterator[Runtime]:
+    async def _borrow(self) -> AsyncIterator[Engine]:
         engine = self._live_engine()
         if engine is not None and engine.loop is not asyncio.get_running_loop():
             if self._started:
@@ -270,7 +249,7 @@ class App:
                     "thread); use app.sync_client() here, or start the App in this loop"
                 )
             # a script's engine in another loop (another thread): this use opens its own
-            private = await Runtime.open(self)
+            private = await Engine.open(self)
             try:
                 yield private
             finally:
@@ -278,7 +257,7 @@ class App:
             return
         async with self._guard():
             if self._engine is None:
-                self._engine = await Runtime.open(self)
+                self._engine = await Engine.open(self)
             engine = self._engine
             self._users += 1
         try:
@@ -299,8 +278,8 @@ class App:
         last such client or relay exits. Each such start resolves the database, checks or
         migrates it, opens a pool and stores the manifests: a web handler should not rely on it;
         start the App once per process instead."""
-        async with self._borrow() as runtime:
-            yield WorkflowClient(runtime, caller)
+        async with self._borrow() as engine:
+            yield WorkflowClient(engine.sender, engine.results, caller)
 
     @asynccontextmanager
     async def relay(self, settings: RelaySettings | None = None) -> AsyncIterator[Relay]:
@@ -308,8 +287,8 @@ class App:
         (or on one it starts for the block, like a script's client), sharing bucket ownership
         with any ``akter relay`` processes on the same database. ``await relay.idle()`` waits
         until nothing it owns is due; leaving the block drains it."""
-        async with self._borrow() as runtime:
-            relay = Relay(runtime, settings, plugins=self.plugins_for_relay())
+        async with self._borrow() as engine:
+            relay = Relay(engine.sender, settings, plugins=self.plugins_for_relay())
             try:
                 await relay.start()
                 yield relay
@@ -331,152 +310,14 @@ class App:
             # started by an async server (an ASGI lifespan) whose sync views run in threads
             portal = _Portal(engine.loop)
         if portal is not None and engine is not None:
-            yield SyncWorkflowClient(portal, WorkflowClient(engine, caller))
+            yield SyncWorkflowClient(portal, WorkflowClient(engine.sender, engine.results, caller))
             return
         loop = _LoopThread()
         try:
-            runtime = loop.run(Runtime.open(self))
+            private = loop.run(Engine.open(self))
             try:
-                yield SyncWorkflowClient(loop, WorkflowClient(runtime, caller))
+                yield SyncWorkflowClient(loop, WorkflowClient(private.sender, private.results, caller))
             finally:
-                loop.run(runtime.close())
+                loop.run(private.close())
         finally:
             loop.stop()
-
-
-class Runtime:
-    """The engine: the live side of an App in one event loop — pool, result listener, retry
-    window, database clock estimate. Clients, relays and runners are handed it."""
-
-    def __init__(
-        self,
-        app: App,
-        url: str,
-        pool: psycopg_pool.AsyncConnectionPool[Any],
-        retry_window_ms: int,
-        skew_ms: int,
-    ) -> None:
-        self.app = app
-        self.url = url
-        self.pool = pool
-        self.retry_window_ms = retry_window_ms
-        #: database clock minus local clock, refreshed by every turn; ids are minted on it
-        self.skew_ms = skew_ms
-        self.options = TurnOptions(busy_timeout=app.busy_timeout, hooks=app.hooks)
-        self.loop = asyncio.get_running_loop()
-        #: the one ``LISTEN akter_finished`` connection every ``run.result()`` shares
-        self.results = Listener(url, "akter_finished", name="akter-results")
-
-    @classmethod
-    async def open(cls, app: App, *, migrate: bool | None = None) -> Runtime:
-        faults.load_environment()
-        embedded = not (app.database_url or os.environ.get(ENV_DATABASE_URL))
-        url = await asyncio.to_thread(resolve_database_url, app.database_url)
-        if migrate is None:
-            migrate = app.migrate_on_start
-        if migrate is None:
-            migrate = embedded
-        if migrate:
-            await asyncio.to_thread(apply_migrations, url)
-        pool = await open_pool(url, max_size=app.pool_size, lock_timeout=app.lock_timeout)
-        try:
-            async with pool.connection() as conn:
-                if not migrate:
-                    await _require_migrated(conn, url)
-                cur = await conn.execute(
-                    "SELECT (extract(epoch FROM retry_window) * 1000)::bigint,"
-                    " (extract(epoch FROM akter_now()) * 1000)::bigint FROM actor_deployment"
-                )
-                row = await cur.fetchone()
-                await _accept_declarations(conn, app)
-        except BaseException:
-            await pool.close()
-            raise
-        if row is None:
-            raise ConfigurationError("actor_deployment is empty; the schema was not migrated by akter")
-        window, now_ms = row
-        return cls(app, url, pool, window, now_ms - _local_ms())
-
-    async def close(self) -> None:
-        await self.results.close()
-        await self.pool.close()
-
-    def mint_command_id(self) -> CommandId:
-        return CommandId.mint(_local_ms() + self.skew_ms, self.retry_window_ms)
-
-    async def send(
-        self,
-        ref: ActorRef,
-        command: Command[Any, Any, Any],
-        payload: object,
-        command_id: CommandId | None,
-        caller: Caller,
-    ) -> Committed:
-        """Run one turn, retrying lost connections with the same id until ``busy_timeout``.
-
-        An id minted here that the database finds expired (the database clock moved past this
-        process's estimate, as when a test jumps it) is re-minted once: nothing was written. A
-        caller's own id (an activity's derived id) is never re-minted: its ``CommandExpired``
-        reaches the caller. Either way the refusal corrects this process's clock estimate."""
-        minted = command_id is None
-        cid = command_id or self.mint_command_id()
-        deadline = time.monotonic() + self.app.busy_timeout.total_seconds()
-        delay = 0.05
-        while True:
-            try:
-                async with self.pool.connection() as conn:
-                    record = await run_turn(conn, command, ref, payload, cid, caller, self.options)
-            except CommandExpired as exc:
-                self.skew_ms = exc.database_now_ms - _local_ms()
-                if not minted:
-                    raise
-                minted = False
-                cid = self.mint_command_id()
-            except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
-                if not (isinstance(exc, psycopg_pool.PoolTimeout) or is_connection_lost(exc)):
-                    raise
-                if time.monotonic() + delay > deadline:
-                    raise DatabaseUnavailable(
-                        f"PostgreSQL stayed unreachable past busy_timeout; {command!r} to {ref} "
-                        f"(command id {cid}) may not have committed, send it again with that id: {exc}"
-                    ) from exc
-                log.warning("database unreachable (%s); retrying %s in %.2fs", exc, cid, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
-            else:
-                self.skew_ms = record.now_ms - _local_ms()
-                return record
-
-
-async def _accept_declarations(conn: psycopg.AsyncConnection[Any], app: App) -> None:
-    """Refuse actor types that would misread stored data (``IncompatibleStoredData``, before
-    anything is written), then store the App's actor and workflow manifests. Every manifest
-    this process may start executions under is stored before any start commits, so a runner
-    can always load an execution's start manifest."""
-    await refuse_misreads(conn, app.actors.values())
-    await accept_actor_manifests(conn, app.actors.values())
-    await accept_manifests(conn, app.actors.values())
-
-
-async def _require_migrated(conn: psycopg.AsyncConnection[Any], url: str) -> None:
-    """Refuse a database whose schema is not the one this akter ships: behind (run ``akter
-    migrate``) or ahead (a newer akter migrated it)."""
-    newest = known_migrations()[-1].version
-    cur = await conn.execute("SELECT to_regclass(%s) IS NOT NULL", [MIGRATIONS_TABLE])
-    row = await cur.fetchone()
-    version = 0
-    if row is not None and row[0]:
-        cur = await conn.execute("SELECT coalesce(max(version), 0) FROM akter_schema_migrations")
-        found = await cur.fetchone()
-        version = int(found[0]) if found is not None else 0
-    if version > newest:
-        raise SchemaTooNew(version, newest)
-    if version < newest:
-        raise SchemaError(
-            f"the database {describe(url)} is at schema version {version}, this akter needs "
-            f"{newest}: run `akter migrate` first, or start the App with migrate_on_start=True"
-        )
-
-
-def _local_ms() -> int:
-    return time.time_ns() // 1_000_000

@@ -258,7 +258,7 @@ def relay(
 
 
 async def _open_when_reachable(app: Any, stop: asyncio.Event) -> Any:
-    """The App's runtime, once PostgreSQL answers. A database that is down or still starting is
+    """The App's engine, once PostgreSQL answers. A database that is down or still starting is
     an ordinary event (invariant 12): the relay says so in its log and tries again, with
     jittered, capped backoff, until it connects or is asked to stop (None then). Anything else
     (a bad URL, a schema this akter cannot use) is raised at once."""
@@ -279,7 +279,7 @@ async def _open_when_reachable(app: Any, stop: asyncio.Event) -> Any:
             tries += 1
             try:
                 await app.start(migrate=True)  # a relay applies the migrations at start-up
-                return await app.runtime()
+                return await app.engine()
             except Exception as exc:
                 if unreachable(exc):
                     log.warning("waiting for PostgreSQL (try %d): %s", tries, one_line(exc))
@@ -305,8 +305,8 @@ async def _run_relay(app: Any, settings: Any) -> int:
             await asyncio.gather(opening, return_exceptions=True)
             log.info("stopped before PostgreSQL could be reached")
             return EXIT_OK
-        runtime = opening.result()
-        if runtime is None:
+        engine = opening.result()
+        if engine is None:
             return EXIT_OK
     except IncompatibleStoredData as exc:
         # refused like the workflow check below refuses: the same report, the same exit code
@@ -322,7 +322,7 @@ async def _run_relay(app: Any, settings: Any) -> int:
     if refused := await _workflow_check(app):
         await app.close()
         return refused
-    relay = Relay(runtime, settings, plugins=app.plugins_for_relay())
+    relay = Relay(engine.sender, settings, plugins=app.plugins_for_relay())
     code = EXIT_OK
     try:
         await relay.start()

@@ -109,7 +109,7 @@ class SchemaTooNew(SchemaError):
 class IncompatibleStoredData(AkterError):
     """An App's actor types would misread data already stored — a state field renamed without
     an upgrade, an event type removed while events of it are stored, a command payload changed
-    while undelivered intents carry it. Raised when the App opens its runtime, before anything
+    while undelivered intents carry it. Raised when the App starts its engine, before anything
     is written. ``report`` is what ``akter workflows check`` prints for it (the message says it
     too); ``refusals`` are its lines as data (``akter.actor.compat.Refusal``)."""
 

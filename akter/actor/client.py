@@ -2,7 +2,7 @@
 
 ``Client`` is tenant-agnostic; ``client.actor(Type, id, tenant=...)`` gives a tenant-scoped
 ``ActorHandle``. ``handle.send(command, payload)`` mints a command id (or takes the caller's),
-runs the turn through the ``Runtime`` (pool, clock skew, retry window; see ``akter.app``), and
+runs the turn through the engine's ``Sender`` (``akter.actor.sender``: retries, the clock), and
 returns a ``returns.result.Result``: ``Success(output)`` or ``Failure(declared error)``. akter's
 own refusals (conflict, expiry, access, defects) are raised, because they are bugs or operational
 conditions, not business outcomes.
@@ -28,7 +28,7 @@ from akter.errors import InvalidInput
 from akter.ids import ActorRef, CommandId
 
 if TYPE_CHECKING:
-    from akter.app import Runtime
+    from akter.actor.sender import Sender
 
 S = TypeVar("S")
 I = TypeVar("I")  # noqa: E741 -- named as in akter.actor.declare: a command's input type
@@ -39,8 +39,8 @@ T = TypeVar("T")
 class ActorHandle(Generic[S]):
     """One actor of one tenant, as seen by one caller."""
 
-    def __init__(self, runtime: Runtime, actor: Actor[S], ref: ActorRef, caller: Caller) -> None:
-        self._runtime = runtime
+    def __init__(self, sender: Sender, actor: Actor[S], ref: ActorRef, caller: Caller) -> None:
+        self._sender = sender
         self.actor = actor
         self.ref = ref
         self.caller = caller
@@ -60,7 +60,7 @@ class ActorHandle(Generic[S]):
         if command.actor is not self.actor:
             raise InvalidInput(f"{command!r} is not a command of {self.actor.name}")
         cid = CommandId.parse(command_id) if command_id is not None else None
-        return await self._runtime.send(self.ref, command, payload, cid, self.caller)
+        return await self._sender.send(self.ref, command, payload, cid, self.caller)
 
     def __repr__(self) -> str:
         return f"<ActorHandle {self.ref} as {self.caller!r}>"
@@ -69,20 +69,20 @@ class ActorHandle(Generic[S]):
 class Client:
     """Sends commands to actors. Get one from ``app.client()``."""
 
-    def __init__(self, runtime: Runtime, caller: Caller | None = None) -> None:
-        self.runtime = runtime
+    def __init__(self, sender: Sender, caller: Caller | None = None) -> None:
+        self.sender = sender
         self.caller: Caller = caller if caller is not None else Anonymous()
 
     def actor(
         self, actor: Actor[S], actor_id: str, *, tenant: str, caller: Caller | None = None
     ) -> ActorHandle[S]:
-        self.runtime.app.check_declared(actor)
+        self.sender.check_declared(actor)
         ref = ActorRef(tenant=tenant, actor_type=actor.name, actor_id=actor_id)
-        return ActorHandle(self.runtime, actor, ref, caller if caller is not None else self.caller)
+        return ActorHandle(self.sender, actor, ref, caller if caller is not None else self.caller)
 
     def new_command_id(self) -> str:
         """A fresh command id on the database clock; keep it to retry a send safely."""
-        return str(self.runtime.mint_command_id())
+        return str(self.sender.mint_command_id())
 
 
 class SyncActorHandle(Generic[S]):

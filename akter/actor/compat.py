@@ -384,7 +384,7 @@ def report_text(refusals: Sequence[Refusal]) -> str:
 
 async def refuse_misreads(conn: psycopg.AsyncConnection[Any], actors: Iterable[Actor[Any]]) -> None:
     """``check`` in a snapshot of its own; raises ``IncompatibleStoredData`` with the report
-    when ``actors`` would misread stored data. Called when an App opens its runtime, before it
+    when ``actors`` would misread stored data. Called when an App starts its engine, before it
     stores its manifests or runs anything."""
     async with conn.transaction():
         await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")

@@ -13,7 +13,7 @@ Every stored state carries its **shape** — the hash of the fingerprint of the 
 written as (``akter.fingerprint.shape``), in ``actor_state.shape`` beside the state. The kernel
 reads a state (``read_state``) in the shape it has: a state of an upgrade's from-shape is
 decoded as that type and run through the chain from there; any other is decoded as the state
-type (the deploy check and an App opening its runtime have made sure it reads:
+type (the deploy check and an App starting its engine have made sure it reads:
 ``akter.actor.compat``). So decoding stays exact — a stored value is never read as a type it
 was not written as, nor filled in with defaults it was not checked for — and a successful turn
 writes the state back in the current shape (``kernel._prepare_write``), even when the handler

@@ -45,7 +45,7 @@ from akter.store.sqlstate import is_connection_lost
 if TYPE_CHECKING:
     import uuid
 
-    from akter.app import Runtime
+    from akter.actor.sender import Sender
     from akter.outbox.relay import RelaySettings
 
 log = logging.getLogger("akter.relay")
@@ -97,9 +97,9 @@ class Claimed:
 
 
 def _decode(
-    runtime: Runtime, row: Claimed
+    sender: Sender, row: Claimed
 ) -> tuple[Command[Any, Any, Any], ActorRef, object, System, CommandId]:
-    actor = runtime.app.actors.get(row.target_type)
+    actor = sender.actors.get(row.target_type)
     if actor is None:
         raise UndeliverableIntent(f"this App declares no actor type {row.target_type!r}")
     command = actor.commands.get(row.command)
@@ -115,8 +115,8 @@ class Acknowledger:
     every row acknowledged meanwhile, so concurrent deliveries share one commit instead of paying
     one each. A lone delivery is deleted at once; nothing waits for a batch to fill."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        self._runtime = runtime
+    def __init__(self, sender: Sender) -> None:
+        self._sender = sender
         self._lock = asyncio.Lock()
         self._pending: list[tuple[Claimed, asyncio.Future[None]]] = []
 
@@ -137,7 +137,7 @@ class Acknowledger:
                 "tokens": [r.token for r in rows],
             }
             try:
-                async with self._runtime.pool.connection() as conn:
+                async with self._sender.pool.connection() as conn:
                     await conn.execute(queries.ACK, params, prepare=True)
             except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
                 # Left claimed: after the lease they are delivered again and the receipts replay.
@@ -150,15 +150,15 @@ class Acknowledger:
                 waiter.set_result(None)
 
 
-async def deliver(runtime: Runtime, settings: RelaySettings, row: Claimed, acks: Acknowledger) -> bool:
+async def deliver(sender: Sender, settings: RelaySettings, row: Claimed, acks: Acknowledger) -> bool:
     """Deliver one claimed row; True when the receiver's receipt committed and the row is done."""
     ids = (row.target_id, row.sender.actor_id, row.intent_id)
     try:
         await faults.hit("relay.after_claim", *ids)
-        command, ref, payload, caller, command_id = _decode(runtime, row)
+        command, ref, payload, caller, command_id = _decode(sender, row)
         await faults.hit("relay.before_delivery", *ids)
-        async with runtime.pool.connection() as conn:
-            record = await run_turn(conn, command, ref, payload, command_id, caller, runtime.options)
+        async with sender.pool.connection() as conn:
+            record = await run_turn(conn, command, ref, payload, command_id, caller, sender.options)
         await faults.hit("relay.before_delete", *ids)
     except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
         if isinstance(exc, psycopg_pool.PoolTimeout) or is_connection_lost(exc):
@@ -166,10 +166,10 @@ async def deliver(runtime: Runtime, settings: RelaySettings, row: Claimed, acks:
                 "delivery interrupted %s error=%s; retried after the claim lease", row.describe(), exc
             )
             return False
-        await _failed(runtime, settings, row, exc)
+        await _failed(sender, settings, row, exc)
         return False
     except Exception as exc:
-        await _failed(runtime, settings, row, exc)
+        await _failed(sender, settings, row, exc)
         return False
     await acks.ack(row)
     log.debug("delivered %s replayed=%s", row.describe(), record.replayed)
@@ -190,25 +190,23 @@ def park_reason(settings: RelaySettings, row: Claimed, exc: Exception) -> str | 
     return None
 
 
-async def _failed(runtime: Runtime, settings: RelaySettings, row: Claimed, exc: Exception) -> None:
+async def _failed(sender: Sender, settings: RelaySettings, row: Claimed, exc: Exception) -> None:
     error = " ".join(f"{type(exc).__name__}: {exc}".split())[:MAX_ERROR_CHARS]
     reason = park_reason(settings, row, exc)
     if reason is not None:
         # needs an operator: akter outbox retry|delete (docs/relay.md, "Parked intents")
         log.error("delivery parked %s reason=%s error=%s", row.describe(), reason, error)
         params = {**row.claim_params(), "error": error, "reason": f"{reason}; last error {error}"}
-        await _finish(runtime, queries.PARK, params, row)
+        await _finish(sender, queries.PARK, params, row)
         return
     delay_ms = settings.backoff_ms(row.attempts)
     log.warning("delivery failed %s retry_in_ms=%d error=%s", row.describe(), delay_ms, error)
-    await _finish(
-        runtime, queries.BACK_OFF, {**row.claim_params(), "delay_ms": delay_ms, "error": error}, row
-    )
+    await _finish(sender, queries.BACK_OFF, {**row.claim_params(), "delay_ms": delay_ms, "error": error}, row)
 
 
-async def _finish(runtime: Runtime, sql: LiteralString, params: dict[str, Any], row: Claimed) -> None:
+async def _finish(sender: Sender, sql: LiteralString, params: dict[str, Any], row: Claimed) -> None:
     try:
-        async with runtime.pool.connection() as conn:
+        async with sender.pool.connection() as conn:
             await conn.execute(sql, params, prepare=True)
     except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
         # Left claimed: after the lease the row is delivered again and the receipt replays.

@@ -57,7 +57,7 @@ from akter.store import connections
 from akter.store.background import one_line, persist
 
 if TYPE_CHECKING:
-    from akter.app import Runtime
+    from akter.actor.sender import Sender
 
 log = logging.getLogger("akter.relay")
 
@@ -144,13 +144,13 @@ class Relay:
 
     def __init__(
         self,
-        runtime: Runtime,
+        sender: Sender,
         settings: RelaySettings | None = None,
         *,
         member: str | None = None,
         plugins: Sequence[RelayPlugin] = (),
     ) -> None:
-        self.runtime = runtime
+        self.sender = sender
         self.settings = settings or RelaySettings()
         self.member = member or new_member_id()
         self.ownership = Ownership(self.member, _ms(self.settings.ownership_lease))
@@ -162,7 +162,7 @@ class Relay:
         self._in_flight: set[asyncio.Task[None]] = set()
         #: claimed rows not yet started: the next claim is made before the workers run dry
         self._queue: collections.deque[Claimed] = collections.deque()
-        self._acks = Acknowledger(runtime)
+        self._acks = Acknowledger(sender)
         self._rng = random.Random()
         self._tasks: list[asyncio.Task[None]] = []
         self._passes_started = 0
@@ -290,7 +290,7 @@ class Relay:
         self._tasks.append(asyncio.create_task(guarded(), name=name))
 
     async def _connect(self, role: str) -> psycopg.AsyncConnection[Any]:
-        return await connections.connect(self.runtime.url, name=f"akter-relay-{role}")
+        return await connections.connect(self.sender.session.url, name=f"akter-relay-{role}")
 
     def _fields(self) -> dict[str, Any]:
         return {"member": self.member}
@@ -420,7 +420,7 @@ class Relay:
         while not self._stopping.is_set():
             await self._persist(
                 "receipt retention",
-                lambda: retention.prune_receipts(self.runtime.pool, self.owned(), settings.retention_batch),
+                lambda: retention.prune_receipts(self.sender.pool, self.owned(), settings.retention_batch),
             )
             await _sleep_unless(self._stopping, settings.retention_every.total_seconds())
 
@@ -442,7 +442,7 @@ class Relay:
             "token": token,
             "member": self.member,
         }
-        async with self.runtime.pool.connection() as conn:
+        async with self.sender.pool.connection() as conn:
             rows = await (await conn.execute(queries.CLAIM, params, prepare=True)).fetchall()
         next_due = rows[0][0] if rows else None
         claimed = [Claimed.from_row(row[1:], token) for row in rows if row[1] is not None]
@@ -458,7 +458,7 @@ class Relay:
         task.add_done_callback(self._delivery_done)
 
     async def _deliver(self, row: Claimed) -> None:
-        ok = await deliver(self.runtime, self.settings, row, self._acks)
+        ok = await deliver(self.sender, self.settings, row, self._acks)
         if ok:
             self.delivered += 1
         else:

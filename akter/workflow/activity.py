@@ -9,7 +9,7 @@ than the retry window) the receiver no longer deduplicates it, so the activity d
 and the pass never retries an unknown outcome (a new attempt's new ids would repeat it).
 
 Expiry is the database clock's call. The client refuses early on its own estimate of that clock
-(``Runtime.skew_ms``), which costs nothing; but the estimate can be stale — the clock moved, or
+(``Session.skew_ms``), which costs nothing; but the estimate can be stale — the clock moved, or
 the id expired on the way — so a ``CommandExpired`` from the receiver's turn, which reads
 ``akter_now()`` under the actor's lock, ends the activity the same way. It is never an ordinary
 defect, because a defect is retried.
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextvars
 import hashlib
-import time
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
@@ -34,7 +33,7 @@ from akter.errors import ActivityOutcomeUnknown, CommandExpired, EffectDefect, I
 from akter.ids import ActorRef, CommandId
 
 if TYPE_CHECKING:
-    from akter.app import Runtime
+    from akter.actor.sender import Sender
 
 S = TypeVar("S")
 I = TypeVar("I")  # noqa: E741 -- a command's input type
@@ -53,7 +52,7 @@ class ActivityContext:
     started_ms: int
     tenant: str
     principal: Principal | None
-    runtime: Runtime
+    sender: Sender
     occurrence: int = 1
     scope: str = ""
     _ordinal: int = 0
@@ -80,7 +79,9 @@ class ActivityContext:
             digest_size=16,
         ).hexdigest()
         return CommandId(
-            issued_ms=self.started_ms, expires_ms=self.started_ms + self.runtime.retry_window_ms, nonce=digest
+            issued_ms=self.started_ms,
+            expires_ms=self.started_ms + self.sender.session.retry_window_ms,
+            nonce=digest,
         )
 
 
@@ -116,7 +117,7 @@ class ActivityClient:
         self._ctx = ctx
 
     def actor(self, actor: Actor[S], actor_id: str) -> ActivityActor[S]:
-        self._ctx.runtime.app.check_declared(actor)
+        self._ctx.sender.check_declared(actor)
         return ActivityActor(self._ctx, actor, ActorRef(self._ctx.tenant, actor.name, actor_id))
 
 
@@ -131,12 +132,12 @@ class ActivityActor(Generic[S]):
             raise InvalidInput(f"{command!r} is not a command of {self.actor.name}")
         ctx = self._ctx
         cid = ctx.next_command_id()
-        estimate_ms = time.time_ns() // 1_000_000 + ctx.runtime.skew_ms
+        estimate_ms = ctx.sender.session.now_ms()
         if cid.expires_ms < estimate_ms:
             raise _unknown(ctx, command, cid, estimate_ms, "this process's estimate of the database clock")
         caller = System(source="workflow", ref=ctx.execution_id, on_behalf_of=ctx.principal)
         try:
-            record = await ctx.runtime.send(self.ref, command, payload, cid, caller)
+            record = await ctx.sender.send(self.ref, command, payload, cid, caller)
         except CommandExpired as exc:
             now_ms = exc.database_now_ms
             raise _unknown(ctx, command, cid, now_ms, "the database clock at the receiver") from exc

@@ -390,9 +390,9 @@ class _Verdict:
 
 
 async def startup_check(app: App) -> Report:
-    """The relay's start-up check: ``check`` on the App's own runtime (opened if need be)."""
-    runtime = await app.runtime()
-    async with runtime.pool.connection() as conn:
+    """The relay's start-up check: ``check`` on the App's own engine (started if need be)."""
+    engine = await app.engine()
+    async with engine.sender.pool.connection() as conn:
         return await check(app, conn)
 
 
@@ -453,7 +453,7 @@ async def _check_url(app: App, url: str) -> Report:
     from akter.cli_support import cannot_connect
     from akter.store.pool import connection_kwargs
 
-    # Its own connection, not the App's runtime: a deploy check must not migrate the database
+    # Its own connection, not the App's engine: a deploy check must not migrate the database
     # it inspects (the code being checked may carry migrations not applied yet).
     kwargs = connection_kwargs(url, name="akter-workflows-check")
     try:

@@ -37,7 +37,7 @@ from akter.workflow import manifest
 if TYPE_CHECKING:
     import psycopg_pool
 
-    from akter.app import App
+    from akter.actor.declare import Actor
     from akter.workflow.driver import StepKey, StepRow
 
 log = logging.getLogger("akter.workflow")
@@ -203,7 +203,7 @@ UPDATE actor_workflow_executions e
 
 
 async def replay_problems(
-    app: App,
+    actors: Mapping[str, Actor[Any]],
     pool: psycopg_pool.AsyncConnectionPool[Any],
     params: Mapping[str, Any],
     head: Mapping[str, Any],
@@ -215,7 +215,7 @@ async def replay_problems(
     A compatible execution started under another manifest is moved onto this code's."""
     actor_type: str = params["actor_type"]
     name: str = head["workflow"]
-    actor = app.actors.get(actor_type)
+    actor = actors.get(actor_type)
     workflow = None if actor is None else actor.extensions.get("workflows", {}).get(name)
     current, digest = (None, "") if workflow is None else manifest.of(workflow)
     start_hash: str = head["manifest_hash"]
@@ -225,7 +225,7 @@ async def replay_problems(
     problems = judge(
         actor_type=actor_type,
         workflow=name,
-        declared_types=app.actors,
+        declared_types=actors,
         current=current,
         start=start,
         start_hash=start_hash,

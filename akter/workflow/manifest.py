@@ -131,7 +131,7 @@ def accept_params(workflows: Iterable[Workflow[Any, Any]]) -> dict[str, list[str
 
 async def accept(conn: psycopg.AsyncConnection[Any], actors: Iterable[Actor[Any]]) -> None:
     """Store the manifests of every workflow of ``actors`` (those already stored stay as they
-    are). Done whenever a runtime opens, so every execution a process starts has its start
+    are). Done whenever an engine starts, so every execution a process starts has its start
     manifest stored before the start can commit."""
     params = accept_params(workflows_of(actors))
     if params["hashes"]:

@@ -33,7 +33,6 @@ import asyncio
 import inspect
 import json
 import logging
-import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -111,7 +110,7 @@ def _key_params(key: StepKey) -> dict[str, Any]:
 class Pass:
     def __init__(self, runner: WorkflowRunner, ref: ActorRef, eid: ExecutionId, generation: int) -> None:
         self.runner = runner
-        self.runtime = runner.runtime
+        self.runtime = runner.sender
         self.ref = ref
         self.eid = eid
         self.generation = generation
@@ -143,7 +142,7 @@ class Pass:
         return self.driver
 
     def now_ms(self) -> int:
-        return time.time_ns() // 1_000_000 + self.runtime.skew_ms
+        return self.runtime.session.now_ms()
 
     async def _one(self, sql: Any, extra: dict[str, Any] | None = None) -> dict[str, Any] | None:
         async with self.runtime.pool.connection() as conn:
@@ -194,7 +193,7 @@ class Pass:
         head = rows[0]
         if head["status"] == "finished":
             return
-        self.runtime.skew_ms = head["now_ms"] - time.time_ns() // 1_000_000
+        self.runtime.session.observe_clock(head["now_ms"])
         workflow = self.runner.workflow(self.ref.actor_type, head["workflow"])
         try:
             history: dict[StepKey, list[StepRow]] = {}
@@ -205,7 +204,9 @@ class Pass:
         except CorruptRecord as exc:
             await self._leave_blocked([f"recorded history does not decode: {exc}"])
             return
-        reasons = await compat.replay_problems(self.runner.app, self.runtime.pool, self.params, head, history)
+        reasons = await compat.replay_problems(
+            self.runner.actors, self.runtime.pool, self.params, head, history
+        )
         if reasons or workflow is None:
             await self._leave_blocked(reasons or [f"workflow {head['workflow']!r} is not declared here"])
             return
@@ -416,7 +417,7 @@ class Pass:
             started_ms=started_ms,
             tenant=self.ref.tenant,
             principal=self.principal,
-            runtime=self.runtime,
+            sender=self.runtime,
         )
         token = activity.set_context(ctx)
         try:

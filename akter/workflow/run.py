@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import timedelta
-from typing import Any, Generic, LiteralString, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, LiteralString, TypeVar
 
 import attrs
 import psycopg
@@ -34,6 +34,10 @@ from akter.workflow import exits, queries
 from akter.workflow.commands import Interrupt, decode_interrupter, parse_for
 from akter.workflow.declare import Workflow
 from akter.workflow.exits import Ok
+
+if TYPE_CHECKING:
+    from akter.actor.sender import Sender
+    from akter.store.listener import Listener
 
 S = TypeVar("S")
 I = TypeVar("I")  # noqa: E741 -- a workflow's input type
@@ -84,9 +88,16 @@ class Run(Generic[O]):
     """One execution, seen from a client: ``caller`` is whom ``interrupt()`` is sent as."""
 
     def __init__(
-        self, runtime: Any, workflow: Workflow[Any, O], eid: ExecutionId, *, caller: Caller | None = None
+        self,
+        sender: Sender,
+        results: Listener,
+        workflow: Workflow[Any, O],
+        eid: ExecutionId,
+        *,
+        caller: Caller | None = None,
     ) -> None:
-        self._runtime = runtime
+        self._sender = sender
+        self._results = results
         self.workflow = workflow
         self._eid = eid
         self.caller: Caller = caller if caller is not None else Anonymous()
@@ -97,7 +108,7 @@ class Run(Generic[O]):
         return f"<Run {self.workflow!r} {self._eid.key!r}>"
 
     async def poll(self) -> Status:
-        async with self._runtime.pool.connection() as conn:
+        async with self._sender.pool.connection() as conn:
             return await self._poll(conn)
 
     async def _poll(self, conn: psycopg.AsyncConnection[Any]) -> Status:
@@ -132,13 +143,13 @@ class Run(Generic[O]):
 
         # The engine's one listener (``akter.store.listener``): subscribe before the first
         # check, so a finish committed after the check wakes us; a reconnect wakes us too.
-        with self._runtime.results.subscribe(self.execution_id) as finished:
+        with self._results.subscribe(self.execution_id) as finished:
             await finished.ready(left())
             while True:
                 finished.clear()
                 try:
                     # a restart may leave the pool empty for a while: never wait past a poll
-                    async with self._runtime.pool.connection(timeout=max(left(), 0.1)) as conn:
+                    async with self._sender.pool.connection(timeout=max(left(), 0.1)) as conn:
                         status = await self._poll(conn)
                 except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
                     # a database restart is an ordinary event: keep waiting, check again
@@ -160,11 +171,17 @@ class Run(Generic[O]):
         the same ``command_id`` replays it. A finished execution is left as it is."""
         cid = CommandId.parse(command_id) if command_id is not None else None
         command = self.workflow.interrupt_command
-        await self._runtime.send(self._eid.owner, command, Interrupt(self.execution_id), cid, self.caller)
+        await self._sender.send(self._eid.owner, command, Interrupt(self.execution_id), cid, self.caller)
 
 
 class WorkflowActorHandle(ActorHandle[S]):
     """An actor handle that can also start and find workflow executions."""
+
+    def __init__(
+        self, sender: Sender, results: Listener, actor: Actor[S], ref: ActorRef, caller: Caller
+    ) -> None:
+        super().__init__(sender, actor, ref, caller)
+        self._results = results
 
     async def start(self, workflow: Workflow[I, O], payload: I, *, command_id: str | None = None) -> Run[O]:
         """Start an execution (a turn running the member's start command). With a ``key``
@@ -182,28 +199,43 @@ class WorkflowActorHandle(ActorHandle[S]):
             except Exception as exc:
                 raise InvalidInput(f"the key function of {workflow!r} raised {exc!r}") from exc
             ExecutionId(self.ref, workflow.name, check_execution_key(key))
-        cid = CommandId.parse(command_id) if command_id is not None else self._runtime.mint_command_id()
+        cid = CommandId.parse(command_id) if command_id is not None else self._sender.mint_command_id()
         if workflow.key is None:
             ExecutionId(self.ref, workflow.name, str(cid))
-        record = await self._runtime.send(self.ref, workflow.start_command, payload, cid, self.caller)
-        return Run(self._runtime, workflow, ExecutionId.parse(record.outcome.unwrap()), caller=self.caller)
+        record = await self._sender.send(self.ref, workflow.start_command, payload, cid, self.caller)
+        return Run(
+            self._sender,
+            self._results,
+            workflow,
+            ExecutionId.parse(record.outcome.unwrap()),
+            caller=self.caller,
+        )
 
     def run(self, workflow: Workflow[Any, O], execution_id: str) -> Run[O]:
         eid = parse_for(workflow, execution_id, self.ref.tenant, self.ref)
-        return Run(self._runtime, workflow, eid, caller=self.caller)
+        return Run(self._sender, self._results, workflow, eid, caller=self.caller)
 
 
 class WorkflowClient(Client):
+    """The client ``app.client()`` returns: sends commands, starts and re-attaches to executions."""
+
+    def __init__(self, sender: Sender, results: Listener, caller: Caller | None = None) -> None:
+        super().__init__(sender, caller)
+        self.results = results
+
     def actor(
         self, actor: Actor[S], actor_id: str, *, tenant: str, caller: Caller | None = None
     ) -> WorkflowActorHandle[S]:
-        self.runtime.app.check_declared(actor)
+        self.sender.check_declared(actor)
         ref = ActorRef(tenant=tenant, actor_type=actor.name, actor_id=actor_id)
-        return WorkflowActorHandle(self.runtime, actor, ref, caller if caller is not None else self.caller)
+        who = caller if caller is not None else self.caller
+        return WorkflowActorHandle(self.sender, self.results, actor, ref, who)
 
     def run(self, workflow: Workflow[Any, O], execution_id: str, *, tenant: str) -> Run[O]:
         """Re-attach to an execution from its id, within ``tenant``."""
-        return Run(self.runtime, workflow, parse_for(workflow, execution_id, tenant), caller=self.caller)
+        return Run(
+            self.sender, self.results, workflow, parse_for(workflow, execution_id, tenant), caller=self.caller
+        )
 
 
 class SyncRun(Generic[O]):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +38,8 @@ from akter.workflow.hook import WorkflowHook
 from akter.workflow.passes import Pass
 
 if TYPE_CHECKING:
-    from akter.app import App, Runtime
+    from akter.actor.declare import Actor
+    from akter.actor.sender import Sender
     from akter.outbox.relay import Relay
 
 log = logging.getLogger("akter.workflow")
@@ -46,7 +48,7 @@ log = logging.getLogger("akter.workflow")
 class WorkflowRunner:
     def __init__(
         self,
-        app: App,
+        actors: Mapping[str, Actor[Any]],
         hook: WorkflowHook,
         *,
         recheck: timedelta = timedelta(seconds=60),
@@ -56,7 +58,7 @@ class WorkflowRunner:
         prune_batch: int = 1000,
         refresh_every: timedelta = timedelta(seconds=5),
     ) -> None:
-        self.app = app
+        self.actors = actors
         self.hook = hook
         #: how soon an execution this runner cannot replay is offered again
         self.recheck = recheck
@@ -88,7 +90,7 @@ class WorkflowRunner:
             self._claimed = True
             return self
         return WorkflowRunner(
-            self.app,
+            self.actors,
             self.hook,
             recheck=self.recheck,
             retention=self.retention,
@@ -105,11 +107,11 @@ class WorkflowRunner:
         return self._relay
 
     @property
-    def runtime(self) -> Runtime:
-        return self._owner().runtime
+    def sender(self) -> Sender:
+        return self._owner().sender
 
     def workflow(self, actor_type: str, name: str) -> Workflow[Any, Any] | None:
-        actor = self.app.actors.get(actor_type)
+        actor = self.actors.get(actor_type)
         return None if actor is None else actor.extensions.get("workflows", {}).get(name)
 
     def owns(self, ref: ActorRef) -> bool:
@@ -169,7 +171,7 @@ class WorkflowRunner:
         async with lock:
             generation = self._generations.get(ref)
             if generation is None:
-                async with self.runtime.pool.connection() as conn:
+                async with self.sender.pool.connection() as conn:
                     cur = await conn.execute(queries.ACTIVATE, ref.key_params())
                     row = await cur.fetchone()
                 if row is None:
@@ -214,7 +216,7 @@ class WorkflowRunner:
         owned = sorted(self._owner().owned())
         if not owned:
             return 0
-        async with self.runtime.pool.connection() as conn:
+        async with self.sender.pool.connection() as conn:
             cur = await conn.execute(queries.REFRESH_EXPIRED, {"buckets": owned})
             buckets = {row[0] for row in await cur.fetchall()}
             for bucket in buckets:
@@ -232,7 +234,7 @@ class WorkflowRunner:
         owned = sorted(self._owner().owned())
         if not owned:
             return 0
-        async with self.runtime.pool.connection() as conn:
+        async with self.sender.pool.connection() as conn:
             cur = await conn.execute(
                 "SELECT (extract(epoch FROM greatest(coalesce(%s, workflow_retention), retry_window))"
                 " * 1000)::bigint FROM actor_deployment",

@@ -27,7 +27,7 @@ async def test_a_send_past_its_budget_without_postgresql_is_database_unavailable
         handle = client.actor(Counter, "c1", tenant="acme")
         await handle.send(add, Add(1))
         # the pool waits 30 s for a connection by default; the send's own budget is what is tested
-        handle._runtime.pool.timeout = 0.2
+        handle._sender.pool.timeout = 0.2
         admin_url = make_conninfo(database_url, dbname="postgres")
         admin = await psycopg.AsyncConnection.connect(admin_url, autocommit=True)
         try:

@@ -148,14 +148,15 @@ async def test_an_interrupt_of_a_forged_or_foreign_execution_id_is_refused(env: 
     _, _, client = env
     run = await started(env)
     ops = client.actor(Desk, "d1", tenant="acme", caller=OPS)
-    never = akter.Run(client.runtime, Chore, ExecutionId(ops.ref, "Chore", "never-started"), caller=OPS)
+    never_id = ExecutionId(ops.ref, "Chore", "never-started")
+    never = akter.Run(client.sender, client.results, Chore, never_id, caller=OPS)
     with pytest.raises(akter.InvalidExecutionId):
         await never.interrupt()
     with pytest.raises(akter.InvalidExecutionId):
         await never.poll()
     unused = ExecutionId(ActorRef("acme", "Desk", "d9"), "Chore", "never-started")
     with pytest.raises(akter.InvalidExecutionId):
-        await akter.Run(client.runtime, Chore, unused, caller=OPS).interrupt()
+        await akter.Run(client.sender, client.results, Chore, unused, caller=OPS).interrupt()
     assert await peek.count("actor_generations", "d9") == 0  # not even the actor row
     eid = ExecutionId.parse(run.execution_id)
     foreign = [

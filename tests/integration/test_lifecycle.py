@@ -15,7 +15,7 @@ import pytest
 from returns.result import Success
 
 import akter
-import akter.app
+import akter.engine
 from akter import testing
 from akter.workflow import run as run_module
 from tests.apps import counter, shop
@@ -45,9 +45,9 @@ class Calls:
         self.pools = 0
         self.manifests = 0
         real_migrate, real_pool, real_accept = (
-            akter.app.apply_migrations,
-            akter.app.open_pool,
-            akter.app._accept_declarations,
+            akter.engine.apply_migrations,
+            akter.engine.open_pool,
+            akter.engine._accept_declarations,
         )
 
         def migrate(url: str) -> list[int]:
@@ -62,9 +62,9 @@ class Calls:
             self.manifests += 1
             await real_accept(*args)
 
-        monkeypatch.setattr(akter.app, "apply_migrations", migrate)
-        monkeypatch.setattr(akter.app, "open_pool", open_pool)
-        monkeypatch.setattr(akter.app, "_accept_declarations", accept)
+        monkeypatch.setattr(akter.engine, "apply_migrations", migrate)
+        monkeypatch.setattr(akter.engine, "open_pool", open_pool)
+        monkeypatch.setattr(akter.engine, "_accept_declarations", accept)
 
 
 async def test_a_client_borrowed_a_hundred_times_from_a_started_app_opens_nothing(
@@ -76,11 +76,11 @@ async def test_a_client_borrowed_a_hundred_times_from_a_started_app_opens_nothin
         assert (calls.pools, calls.manifests) == (1, 1)
         async with app.client() as client:
             await client.actor(Counter, "warm", tenant="acme").send(add, Add(1))
-            pool = client.runtime.pool
+            pool = client.sender.pool
         backends = await peek.value(BACKENDS)
         for i in range(100):
             async with app.client() as client:
-                assert client.runtime.pool is pool
+                assert client.sender.pool is pool
                 assert await client.actor(Counter, "c", tenant="acme").send(add, Add(1)) == Success(i + 1)
         assert await peek.value(BACKENDS) == backends
         assert (calls.migrations, calls.pools, calls.manifests) == (0, 1, 1)
@@ -211,7 +211,7 @@ async def test_result_keeps_waiting_across_a_lost_listener(
         waiting = [asyncio.create_task(r.result(timeout=60)) for r in runs]
         await _until(lambda: _has_listener(peek))
         (pid,) = await _listener_backends(peek)
-        listener = client.runtime.results
+        listener = client.results
         assert listener.connects == 1  # one connection for every waiter
         if finish == "after every connection was lost":
             # the pool's, the relay's and the listener's: what a restart does to a process

@@ -65,7 +65,7 @@ class Boom:
 async def test_a_relay_whose_loop_failed_still_releases_every_bucket_and_closes_on_stop(
     app: akter.App, peek: Peek
 ) -> None:
-    relay = Relay(await app.runtime(), FAST, plugins=[Boom()])
+    relay = Relay((await app.engine()).sender, FAST, plugins=[Boom()])
     await relay.start()
     with pytest.raises(RuntimeError, match="boom"):
         async with asyncio.timeout(20):
@@ -85,7 +85,7 @@ async def test_a_relay_whose_loop_failed_still_releases_every_bucket_and_closes_
 async def test_the_listener_leaves_within_its_timeout_once_a_stop_is_requested(
     app: akter.App, peek: Peek
 ) -> None:
-    relay = Relay(await app.runtime(), FAST)
+    relay = Relay((await app.engine()).sender, FAST)
     await relay.start()
     try:
         listening = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'akter-relay-listen'"

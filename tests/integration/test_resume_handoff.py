@@ -50,7 +50,7 @@ async def test_a_resume_committed_by_a_relay_that_does_not_own_the_actor_runs_at
         await clock.advance(timedelta(seconds=601))
         await stalled.reached()
         intent_id, caller = (await peek.rows("SELECT intent_id, caller FROM actor_outbox"))[0]
-        record = await (await other_app.runtime()).send(
+        record = await (await other_app.engine()).sender.send(
             ActorRef("acme", "Flows", actor_id),
             Flows.commands[RESUME],
             Resume(execution_id=run.execution_id),

@@ -90,7 +90,8 @@ async def test_interrupting_an_unknown_execution_is_refused_and_changes_nothing(
     handle = client.actor(Flows, "f1", tenant="acme")
     run = await handle.start(Book, Job("gone", seconds=1))
     del run
-    other = akter.Run(client.runtime, Racing, ExecutionId(handle.ref, "Racing", "never-started"))
+    other_id = ExecutionId(handle.ref, "Racing", "never-started")
+    other = akter.Run(client.sender, client.results, Racing, other_id)
     with pytest.raises(akter.InvalidExecutionId):
         await other.interrupt()
     assert await peek.value("SELECT count(*) FROM actor_workflow_executions WHERE interrupt") == 0

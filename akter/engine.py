@@ -1,0 +1,125 @@
+"""The engine: what an ``App`` is once it runs in an event loop, and the one place it is built.
+
+``Engine.open`` resolves the database (``AKTER_DATABASE_URL`` or the embedded server), migrates
+it when asked to or checks that it is migrated, opens the pool, reads the deployment (the retry
+window, the database clock), refuses actor types that would misread stored data and stores the
+App's manifests. From those parts it builds, bottom up:
+
+- the ``Session`` (``akter.store.session``): pool, URL, retry window, database-clock estimate;
+- the ``Sender`` (``akter.actor.sender``): turns with retries, on the session, for the App's
+  declared actor types and the hooks of the layers above the kernel;
+- the result ``Listener`` (``akter.store.listener``): one ``LISTEN`` connection for every
+  ``run.result()`` waiter of the process.
+
+Clients are handed the sender and the listener; each relay the sender, and its own workflow
+runner (``App.plugins_for_relay``). No module below ``akter.app`` imports this one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from akter import faults
+from akter.actor.compat import refuse_misreads
+from akter.actor.kernel import TurnOptions
+from akter.actor.manifest import accept as accept_actor_manifests
+from akter.actor.sender import Sender
+from akter.errors import ConfigurationError, SchemaError, SchemaTooNew
+from akter.store.database import ENV_DATABASE_URL, describe, resolve_database_url
+from akter.store.listener import Listener
+from akter.store.migrate import MIGRATIONS_TABLE, known_migrations
+from akter.store.migrate import migrate as apply_migrations
+from akter.store.pool import open_pool
+from akter.store.session import Session, local_ms
+from akter.workflow.manifest import accept as accept_manifests
+
+if TYPE_CHECKING:
+    from akter.app import App
+
+#: the channel ``akter_wf_finish`` notifies with an execution id (``akter.workflow.run``)
+FINISHED_CHANNEL = "akter_finished"
+
+
+class Engine:
+    """The live side of an App in one event loop: session, sender, result listener."""
+
+    def __init__(self, app: App, session: Session) -> None:
+        self.app = app
+        self.session = session
+        self.sender = Sender(session, app.actors, TurnOptions(busy_timeout=app.busy_timeout, hooks=app.hooks))
+        self.loop = asyncio.get_running_loop()
+        #: the one ``LISTEN akter_finished`` connection every ``run.result()`` shares
+        self.results = Listener(session.url, FINISHED_CHANNEL, name="akter-results")
+
+    @classmethod
+    async def open(cls, app: App, *, migrate: bool | None = None) -> Engine:
+        faults.load_environment()
+        embedded = not (app.database_url or os.environ.get(ENV_DATABASE_URL))
+        url = await asyncio.to_thread(resolve_database_url, app.database_url)
+        if migrate is None:
+            migrate = app.migrate_on_start
+        if migrate is None:
+            migrate = embedded
+        if migrate:
+            await asyncio.to_thread(apply_migrations, url)
+        pool = await open_pool(url, max_size=app.pool_size, lock_timeout=app.lock_timeout)
+        try:
+            async with pool.connection() as conn:
+                if not migrate:
+                    await _require_migrated(conn, url)
+                window, now_ms = await _read_deployment(conn)
+                await _accept_declarations(conn, app)
+        except BaseException:
+            await pool.close()
+            raise
+        return cls(app, Session(url, pool, retry_window_ms=window, skew_ms=now_ms - local_ms()))
+
+    async def close(self) -> None:
+        await self.results.close()
+        await self.session.close()
+
+
+async def _read_deployment(conn: psycopg.AsyncConnection[Any]) -> tuple[int, int]:
+    """The retry window and the database clock now, both in milliseconds."""
+    cur = await conn.execute(
+        "SELECT (extract(epoch FROM retry_window) * 1000)::bigint,"
+        " (extract(epoch FROM akter_now()) * 1000)::bigint FROM actor_deployment"
+    )
+    row = await cur.fetchone()
+    if row is None:
+        raise ConfigurationError("actor_deployment is empty; the schema was not migrated by akter")
+    return int(row[0]), int(row[1])
+
+
+async def _accept_declarations(conn: psycopg.AsyncConnection[Any], app: App) -> None:
+    """Refuse actor types that would misread stored data (``IncompatibleStoredData``, before
+    anything is written), then store the App's actor and workflow manifests. Every manifest
+    this process may start executions under is stored before any start commits, so a runner
+    can always load an execution's start manifest."""
+    await refuse_misreads(conn, app.actors.values())
+    await accept_actor_manifests(conn, app.actors.values())
+    await accept_manifests(conn, app.actors.values())
+
+
+async def _require_migrated(conn: psycopg.AsyncConnection[Any], url: str) -> None:
+    """Refuse a database whose schema is not the one this akter ships: behind (run ``akter
+    migrate``) or ahead (a newer akter migrated it)."""
+    newest = known_migrations()[-1].version
+    cur = await conn.execute("SELECT to_regclass(%s) IS NOT NULL", [MIGRATIONS_TABLE])
+    row = await cur.fetchone()
+    version = 0
+    if row is not None and row[0]:
+        cur = await conn.execute("SELECT coalesce(max(version), 0) FROM akter_schema_migrations")
+        found = await cur.fetchone()
+        version = int(found[0]) if found is not None else 0
+    if version > newest:
+        raise SchemaTooNew(version, newest)
+    if version < newest:
+        raise SchemaError(
+            f"the database {describe(url)} is at schema version {version}, this akter needs "
+            f"{newest}: run `akter migrate` first, or start the App with migrate_on_start=True"
+        )
