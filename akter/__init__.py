@@ -5,7 +5,7 @@ else is internal and may change without notice.
 """
 
 from akter.actor.client import ActorHandle, Client, SyncClient
-from akter.actor.declare import Actor, Command, allow_all, deny_anonymous, users_only
+from akter.actor.declare import Command, allow_all, deny_anonymous, users_only
 from akter.actor.turn import Turn
 from akter.actor.upgrade import Upgrade
 from akter.app import App
@@ -52,6 +52,7 @@ from akter.workflow.activity import ActivityContext, activity_context
 from akter.workflow.context import WorkflowContext
 from akter.workflow.declare import (
     ActivityStep,
+    Actor,
     Backoff,
     RaceStep,
     Retry,

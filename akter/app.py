@@ -39,6 +39,7 @@ from akter.errors import (
 )
 from akter.outbox.intents import OutboxHook
 from akter.outbox.relay import Relay, RelayPlugin, RelaySettings
+from akter.workflow.declare import workflows_of
 from akter.workflow.run import SyncWorkflowClient, WorkflowClient
 
 log = logging.getLogger("akter")
@@ -99,7 +100,7 @@ class App:
         self.hooks: list[TurnHook] = [OutboxHook()]
         #: work that runs beside every relay of this App (the workflow passes)
         self.relay_plugins: list[RelayPlugin] = []
-        if any(a.extensions.get("workflows") for a in self.actors.values()):
+        if any(workflows_of(a) for a in self.actors.values()):
             self._add_workflows()
         #: the engine; ``_started`` when ``start()`` opened it (else a script's client did)
         self._engine: Engine | None = None
@@ -116,12 +117,7 @@ class App:
         from akter.workflow.hook import WorkflowHook
         from akter.workflow.runner import WorkflowRunner
 
-        problems = [
-            p
-            for a in self.actors.values()
-            for w in a.extensions.get("workflows", {}).values()
-            for p in w.validate()
-        ]
+        problems = [p for a in self.actors.values() for w in workflows_of(a).values() for p in w.validate()]
         if problems:
             raise DeclarationError("App", problems)
         hook = WorkflowHook(self.actors)

@@ -44,7 +44,7 @@ import psycopg_pool
 
 from akter import cli_support, logs
 from akter.cli_support import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, fail, fail_with, load_app, one_line
-from akter.errors import AkterError, ConfigurationError, IncompatibleStoredData
+from akter.errors import AkterError, ConfigurationError, DatabaseUnavailable, IncompatibleStoredData
 from akter.workflow.check import workflows
 
 __all__ = ["EXIT_FAILURE", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "load_app", "main"]
@@ -267,7 +267,7 @@ async def _open_when_reachable(app: Any, stop: asyncio.Event) -> Any:
     from akter.store.sqlstate import is_connection_lost
 
     def unreachable(exc: Exception) -> bool:
-        return is_connection_lost(exc) or isinstance(exc, psycopg_pool.PoolTimeout)
+        return isinstance(exc, DatabaseUnavailable | psycopg_pool.PoolTimeout) or is_connection_lost(exc)
 
     tries = 0
     async for attempt in stamina.retry_context(

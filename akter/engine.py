@@ -19,35 +19,58 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any, Protocol
 
 import psycopg
+import psycopg_pool
 
 from akter import faults
 from akter.actor.compat import refuse_misreads
-from akter.actor.kernel import TurnOptions
+from akter.actor.declare import Actor
+from akter.actor.kernel import TurnHook, TurnOptions
 from akter.actor.manifest import accept as accept_actor_manifests
 from akter.actor.sender import Sender
-from akter.errors import ConfigurationError, SchemaError, SchemaTooNew
+from akter.errors import ConfigurationError, DatabaseUnavailable, SchemaError, SchemaTooNew
+from akter.store.background import one_line
 from akter.store.database import ENV_DATABASE_URL, describe, resolve_database_url
 from akter.store.listener import Listener
 from akter.store.migrate import MIGRATIONS_TABLE, known_migrations
 from akter.store.migrate import migrate as apply_migrations
 from akter.store.pool import open_pool
 from akter.store.session import Session, local_ms
-from akter.workflow.manifest import accept as accept_manifests
-
-if TYPE_CHECKING:
-    from akter.app import App
+from akter.store.sqlstate import is_connection_lost
+from akter.workflow.manifest_store import accept as accept_manifests
 
 #: the channel ``akter_wf_finish`` notifies with an execution id (``akter.workflow.run``)
 FINISHED_CHANNEL = "akter_finished"
 
 
+class Declarations(Protocol):
+    """What an engine is built from: an ``akter.App`` (named here by its parts, so that this
+    module does not import the App above it)."""
+
+    @property
+    def actors(self) -> Mapping[str, Actor[Any]]: ...
+    @property
+    def hooks(self) -> Sequence[TurnHook]: ...
+    @property
+    def database_url(self) -> str | None: ...
+    @property
+    def migrate_on_start(self) -> bool | None: ...
+    @property
+    def pool_size(self) -> int: ...
+    @property
+    def lock_timeout(self) -> timedelta: ...
+    @property
+    def busy_timeout(self) -> timedelta: ...
+
+
 class Engine:
     """The live side of an App in one event loop: session, sender, result listener."""
 
-    def __init__(self, app: App, session: Session) -> None:
+    def __init__(self, app: Declarations, session: Session) -> None:
         self.app = app
         self.session = session
         self.sender = Sender(session, app.actors, TurnOptions(busy_timeout=app.busy_timeout, hooks=app.hooks))
@@ -56,10 +79,24 @@ class Engine:
         self.results = Listener(session.url, FINISHED_CHANNEL, name="akter-results")
 
     @classmethod
-    async def open(cls, app: App, *, migrate: bool | None = None) -> Engine:
+    async def open(cls, app: Declarations, *, migrate: bool | None = None) -> Engine:
+        """Start an engine for ``app``: ``DatabaseUnavailable`` when PostgreSQL cannot be reached
+        (the pool waits up to 30 s for its first connection), ``SchemaError`` when it is not
+        migrated, ``IncompatibleStoredData`` when the code would misread what is stored."""
         faults.load_environment()
-        embedded = not (app.database_url or os.environ.get(ENV_DATABASE_URL))
         url = await asyncio.to_thread(resolve_database_url, app.database_url)
+        try:
+            return await cls._open(app, url, migrate)
+        except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as exc:
+            if not (isinstance(exc, psycopg_pool.PoolTimeout) or is_connection_lost(exc)):
+                raise
+            raise DatabaseUnavailable(
+                f"cannot reach PostgreSQL at {describe(url)} to start the engine: {one_line(exc)}"
+            ) from exc
+
+    @classmethod
+    async def _open(cls, app: Declarations, url: str, migrate: bool | None) -> Engine:
+        embedded = not (app.database_url or os.environ.get(ENV_DATABASE_URL))
         if migrate is None:
             migrate = app.migrate_on_start
         if migrate is None:
@@ -95,7 +132,7 @@ async def _read_deployment(conn: psycopg.AsyncConnection[Any]) -> tuple[int, int
     return int(row[0]), int(row[1])
 
 
-async def _accept_declarations(conn: psycopg.AsyncConnection[Any], app: App) -> None:
+async def _accept_declarations(conn: psycopg.AsyncConnection[Any], app: Declarations) -> None:
     """Refuse actor types that would misread stored data (``IncompatibleStoredData``, before
     anything is written), then store the App's actor and workflow manifests. Every manifest
     this process may start executions under is stored before any start commits, so a runner

@@ -96,7 +96,8 @@ def disarm_all() -> None:
 
 
 def load_environment(value: str | None = None) -> None:
-    """Arm the crashes named in ``AKTER_FAULTS`` (called when an App starts)."""
+    """Arm the crashes named in ``AKTER_FAULTS`` (called whenever an engine starts). Idempotent:
+    a crash already armed is not armed again, so an App started twice crashes once per point."""
     spec = os.environ.get("AKTER_FAULTS", "") if value is None else value
     for entry in filter(None, (part.strip() for part in spec.split(","))):
         point, _, rest = entry.partition("=")
@@ -105,7 +106,9 @@ def load_environment(value: str | None = None) -> None:
             raise ConfigurationError(
                 f"AKTER_FAULTS entry {entry!r}: only 'crash' can be armed from the environment"
             )
-        arm(Crash(point=point, match=match or None))
+        crash = Crash(point=point, match=match or None)
+        if crash not in _armed.get(point, []):
+            arm(crash)
 
 
 def armed(point: str) -> bool:

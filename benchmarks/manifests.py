@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT))
 import akter  # noqa: E402 -- after the path is set, so the checkout's akter is the one measured
 from akter.store.database import resolve_database_url  # noqa: E402
 from akter.store.migrate import migrate  # noqa: E402
-from akter.workflow import check, manifest  # noqa: E402
+from akter.workflow import check, manifest, manifest_store  # noqa: E402
 
 ACTOR_TYPES = ("Orders", "Payments", "Shipping", "Returns")
 WORKFLOWS_PER_TYPE = 5
@@ -200,7 +200,7 @@ async def _in_process(url: str, app: akter.App) -> tuple[float, check.Report]:
 
 async def _grouped_rows(url: str, app: akter.App) -> dict[str, int]:
     """How many rows the grouping statements return (what is judged, instead of executions)."""
-    declared = {(w.actor.name, w.name): manifest.of(w) for w in manifest.workflows_of(app.actors.values())}
+    declared = {(w.actor.name, w.name): manifest.of(w) for w in manifest.all_workflows(app.actors.values())}
     verdict = check._Verdict(app, declared)
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         by_manifest = await (await conn.execute(check.BY_MANIFEST)).fetchall()
@@ -232,10 +232,10 @@ def main() -> None:
     results: dict[str, Any] = {}
     try:
         migrate(url)
-        workflows = manifest.workflows_of(old.actors.values())
-        params = manifest.accept_params(workflows)
+        workflows = manifest.all_workflows(old.actors.values())
+        params = manifest_store.accept_params(workflows)
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(manifest.ACCEPT, params)
+            conn.execute(manifest_store.ACCEPT, params)
             started = time.perf_counter()
             conn.execute(INSERT_EXECUTIONS, {"n": args.executions, **params})
             kinds = [manifest.step_kinds(manifest.of(workflows[0])[0])[s] for s in PROGRESS]

@@ -4,8 +4,9 @@ Declarations live at module level and are validated when made: one ``Declaration
 every problem at once (a missing annotation, a duplicate name, a state type that cannot be built
 empty, every field of a state, event, payload, result or error type the codec cannot store, by its
 path: ``Cart.total: complex ...``). Nothing here touches the database; ``kernel.py`` runs a
-declared command as a turn and ``client.py`` addresses declared actors. Workflow members plug in
-from ``akter.workflow`` through ``Actor.extensions`` without this module knowing about them.
+declared command as a turn and ``client.py`` addresses declared actors. Workflow members are
+added from above: ``akter.Actor`` is the workflow layer's subclass of this ``Actor``
+(``akter.workflow.declare.Actor``), which this module never imports.
 """
 
 from __future__ import annotations
@@ -18,16 +19,15 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
 import attrs
 
-from akter import codec
+from akter import codec, tagged
+from akter.actor.limits import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RESULT_BYTES
 from akter.actor.upgrade import Upgrade, chain_of, declaration_problems
 from akter.callers import Anonymous, Caller, System, User
 from akter.errors import DeclarationError, Defect
 from akter.ids import MAX_ACTOR_TYPE_BYTES
-from akter.limits import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RESULT_BYTES
 
 if TYPE_CHECKING:
     from akter.actor.turn import Turn
-    from akter.workflow.declare import Versions, Workflow
 
 S = TypeVar("S")
 I = TypeVar("I")  # noqa: E741 -- the conventional name of a command's input type
@@ -68,7 +68,7 @@ class Command(Generic[S, I, O]):
     handler: Callable[[Turn[S], I], O]
 
     def error_named(self, name: str) -> type[Exception] | None:
-        return next((e for e in self.errors if e.__name__ == name), None)
+        return tagged.error_class(name, self.errors)
 
     def __call__(self, turn: Turn[S], payload: I) -> O:
         return self.handler(turn, payload)
@@ -145,7 +145,7 @@ class Actor(Generic[S]):
     ``max_state_bytes`` caps the state's encoded UTF-8 JSON size (default 64 KiB);
     ``max_payload_bytes`` each command payload, workflow inputs included, ``max_event_bytes``
     each event and ``max_result_bytes`` each activity result of its workflows (256 KiB each by
-    default; ``akter.limits`` says where each is checked).
+    default; ``akter.actor.limits`` says where each is checked).
     ``upgrade``: how states stored in older shapes of the state type are read — one
     ``akter.Upgrade(OldType, function)`` or a chain of them, oldest first (``akter.actor.upgrade``)."""
 
@@ -218,8 +218,11 @@ class Actor(Generic[S]):
         #: how stored states of older shapes are read, oldest first
         self.upgrades: tuple[Upgrade[Any], ...] = upgrades
         self.commands: dict[str, Command[S, Any, Any]] = {}
-        # Members that other layers attach (workflows); keyed by their kind.
-        self.extensions: dict[str, Any] = {}
+        self._declare_members()
+
+    def _declare_members(self) -> None:
+        """Where a subclass of a layer above (the workflow layer's ``Actor``) sets up the members
+        it adds, before any of them is declared."""
 
     def initial_state(self) -> S:
         return self._initial() if self._initial is not None else self.state_type()
@@ -313,29 +316,5 @@ class Actor(Generic[S]):
         self.commands[cmd.name] = cmd
         return cmd
 
-    def workflow(
-        self,
-        name: str,
-        *,
-        input: type[I],
-        output: Any = None,
-        errors: Sequence[type[Exception]] = (),
-        key: Callable[[I], str] | None = None,
-        versions: dict[str, Versions] | None = None,
-    ) -> Workflow[I, Any]:
-        """Declare a workflow member (see ``akter.workflow.declare``). The workflow layer is
-        imported here, at call time, so the kernel keeps no import-time dependency on it."""
-        factory = _MEMBER_KINDS["workflow"]
-        return factory(self, name, input=input, output=output, errors=errors, key=key, versions=versions)  # type: ignore[no-any-return]
-
     def __repr__(self) -> str:
         return f"<Actor {self.name}>"
-
-
-#: factories for members that layers above the kernel define (``akter.workflow`` registers
-#: "workflow" when imported, which ``import akter`` always does)
-_MEMBER_KINDS: dict[str, Callable[..., Any]] = {}
-
-
-def register_member_kind(kind: str, factory: Callable[..., Any]) -> None:
-    _MEMBER_KINDS[kind] = factory

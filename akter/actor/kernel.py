@@ -44,8 +44,8 @@ import psycopg
 from psycopg import pq
 from returns.result import Failure, Result, Success
 
-from akter import codec, faults, limits, logs
-from akter.actor import queries
+from akter import codec, faults, logs, tagged
+from akter.actor import limits, queries
 from akter.actor.declare import Command
 from akter.actor.turn import Turn
 from akter.actor.upgrade import read_state, state_shape
@@ -113,12 +113,12 @@ def _encode_outcome(command: Command[Any, Any, Any], outcome: Outcome) -> bytes:
     # unstructure it a second time)
     match outcome:
         case Success(value):
-            tagged = {"ok": codec.to_primitive(value, command.output)}
+            record = tagged.ok(value, command.output)
         case Failure(error):
-            tagged = {"error": {"type": type(error).__name__, "value": codec.to_primitive(error)}}
+            record = tagged.error(error)
         case _:  # pragma: no cover
             raise AssertionError(outcome)
-    return codec.frame(codec.canonical_json(tagged))
+    return codec.frame(codec.canonical_json(record))
 
 
 def decode_outcome(command: Command[Any, Any, Any], data: bytes) -> Outcome:
@@ -127,12 +127,9 @@ def decode_outcome(command: Command[Any, Any, Any], data: bytes) -> Outcome:
     primitive = codec.decode_primitive(data)
     match primitive:
         case {"ok": value} if len(primitive) == 1:
-            return Success(None if command.output is None else codec.from_primitive(value, command.output))
-        case {"error": {"type": str(name), "value": value}} if len(primitive) == 1:
-            cls = command.error_named(name)
-            if cls is None:
-                raise CorruptRecord(f"receipt of {command!r} holds error {name!r}, no longer declared")
-            return Failure(codec.from_primitive(value, cls))
+            return Success(tagged.read_ok(value, command.output))
+        case {"error": body} if len(primitive) == 1:
+            return Failure(tagged.read_error(body, command.errors, f"receipt of {command!r}"))
     raise CorruptRecord(f"receipt of {command!r} is not an outcome: {primitive!r:.200}")
 
 

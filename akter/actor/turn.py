@@ -11,19 +11,34 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from akter import codec
+from akter.actor import staged
 from akter.callers import Caller, Principal, principal_of
 from akter.errors import Defect, InvalidInput, TurnClosed
 from akter.ids import ActorRef
-from akter.outbox import staged
 
 if TYPE_CHECKING:
-    from akter.actor.declare import Command
+    from akter.actor.declare import Actor, Command
 
 S = TypeVar("S")
 I = TypeVar("I")  # noqa: E741 -- a command's input type, as in declare.py
+I_contra = TypeVar("I_contra", contravariant=True)
+
+
+class Startable(Protocol[I_contra]):
+    """A member a turn can start (a workflow, ``akter.workflow.declare``): its owner type, its
+    input type, and how it stages its start on the turn. Defined here so that ``Turn.start``
+    needs no import of the layer that implements it."""
+
+    @property
+    def actor(self) -> Actor[Any]: ...
+
+    @property
+    def input(self) -> type[Any]: ...
+
+    def stage_start(self, turn: Turn[Any], payload: I_contra, key: str | None) -> str: ...
 
 
 class Turn(Generic[S]):
@@ -124,13 +139,11 @@ class Turn(Generic[S]):
         self._check()
         self.stage(staged.LAYER, staged.Cancel(staged.check_key(key)))
 
-    def start(self, workflow: Any, payload: Any, *, key: str | None = None) -> str:
+    def start(self, workflow: Startable[I], payload: I, *, key: str | None = None) -> str:
         """Start a workflow member of this actor when this turn commits; returns its execution
         id. Its event cursor sits before this turn's own events, so a wait in it sees them. With
         no ``key`` (and no key function on the workflow) the key derives from this turn's id."""
         self._check()
-        from akter.actor.declare import _MEMBER_KINDS
-
         if getattr(workflow, "actor", None) is None or workflow.actor.name != self.ref.actor_type:
             raise InvalidInput(
                 f"{workflow!r} is not a member of {self.ref.actor_type}; start it through a send"
@@ -139,7 +152,7 @@ class Turn(Generic[S]):
         if not isinstance(payload, expected):
             raise InvalidInput(f"{workflow!r} takes a {expected.__name__}, got {type(payload).__name__}")
         codec.check(payload, expected)  # a payload that would not read back could never run
-        return _MEMBER_KINDS["start"](self, workflow, payload, key)  # type: ignore[no-any-return]
+        return workflow.stage_start(self, payload, key)
 
     def stage(self, layer: str, item: Any) -> None:
         self._check()

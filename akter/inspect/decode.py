@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from akter import codec
+from akter import codec, tagged
 from akter.errors import CorruptRecord
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def _declared_error(primitive: Any, errors: Sequence[type[Exception]] | None, wh
         return undecodable(
             f"{where} is not declared by this App, so error {error['type']} cannot be read", primitive
         )
-    cls = next((e for e in errors if e.__name__ == error["type"]), None)
+    cls = tagged.error_class(error["type"], errors)
     if cls is None:
         return undecodable(f"{where} no longer declares error {error['type']}", primitive)
     shown = _typed(error.get("value"), cls)

@@ -13,6 +13,7 @@ from psycopg.rows import dict_row
 from akter.actor.upgrade import stored_type
 from akter.errors import AkterError
 from akter.ids import ActorRef, ExecutionId
+from akter.workflow.declare import workflows_of
 
 if TYPE_CHECKING:
     from akter.actor.declare import Actor, Command
@@ -102,7 +103,7 @@ def _actor_of(app: App, actor_type: str) -> Actor[Any] | None:
 
 def _workflow_of(app: App, actor_type: str, name: str) -> Workflow[Any, Any] | None:
     actor = _actor_of(app, actor_type)
-    workflows: dict[str, Workflow[Any, Any]] = actor.extensions.get("workflows", {}) if actor else {}
+    workflows: dict[str, Workflow[Any, Any]] = workflows_of(actor)
     return workflows.get(name)
 
 

@@ -34,12 +34,12 @@ import psycopg_pool
 from akter import faults
 from akter.actor.declare import Command
 from akter.actor.kernel import run_turn
+from akter.actor.staged import decode_payload
 from akter.callers import System
 from akter.errors import CommandExpired, UndeliverableIntent
 from akter.ids import ActorRef, CommandId
 from akter.outbox import queries
 from akter.outbox.intents import decode_caller
-from akter.outbox.staged import decode_payload
 from akter.store.sqlstate import is_connection_lost
 
 if TYPE_CHECKING:

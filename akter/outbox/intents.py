@@ -21,11 +21,11 @@ import psycopg
 
 from akter import codec
 from akter.actor.kernel import Committed
+from akter.actor.staged import LAYER, Cancel, Send
 from akter.actor.turn import Turn
 from akter.callers import Anonymous, Principal, System, User
 from akter.errors import CorruptRecord
 from akter.outbox import queries
-from akter.outbox.staged import LAYER, Cancel, Send
 
 
 def encode_caller(caller: System) -> bytes:

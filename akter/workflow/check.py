@@ -53,7 +53,7 @@ from psycopg.types.json import Jsonb
 from akter.actor import compat as actor_compat
 from akter.actor import manifest as actor_manifest
 from akter.errors import AkterError, ConfigurationError
-from akter.workflow import compat, manifest
+from akter.workflow import compat, manifest, manifest_store
 
 if TYPE_CHECKING:
     from akter.app import App
@@ -228,7 +228,7 @@ def _when(when: datetime) -> str:
 
 
 def _declared(app: App) -> dict[tuple[str, str], Workflow[Any, Any]]:
-    return {(w.actor.name, w.name): w for w in manifest.workflows_of(app.actors.values())}
+    return {(w.actor.name, w.name): w for w in manifest.all_workflows(app.actors.values())}
 
 
 async def check(app: App, conn: psycopg.AsyncConnection[Any], *, accept: bool = True) -> Report:
@@ -260,7 +260,7 @@ async def check(app: App, conn: psycopg.AsyncConnection[Any], *, accept: bool = 
     report = attrs.evolve(report, actor_refusals=actors.refusals, actor_changes=actors.changes)
     if report.compatible and accept:
         async with conn.transaction():
-            await conn.execute(manifest.ACCEPT, manifest.accept_params(declared.values()))
+            await conn.execute(manifest_store.ACCEPT, manifest_store.accept_params(declared.values()))
             await actor_manifest.accept(conn, app.actors.values())
     return report
 

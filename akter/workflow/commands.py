@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from akter import limits
+from akter.actor import limits
 from akter.actor.turn import Turn
 from akter.callers import Anonymous, Caller, System, User, principal_of
 from akter.errors import CorruptRecord, InvalidExecutionId

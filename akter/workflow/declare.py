@@ -32,14 +32,17 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 import attrs
 from returns.maybe import Maybe
 
-from akter import codec
+from akter import codec, tagged
+from akter.actor.declare import Actor as ActorType
 from akter.errors import DeclarationError, EffectDefect
 
 if TYPE_CHECKING:
-    from akter.actor.declare import Actor, Command
+    from akter.actor.declare import Command
+    from akter.actor.turn import Turn
     from akter.workflow.commands import Interrupt
     from akter.workflow.context import WorkflowContext
 
+S = TypeVar("S")
 I = TypeVar("I")  # noqa: E741 -- a workflow's input type
 O = TypeVar("O")  # noqa: E741 -- the conventional name of an output type
 T = TypeVar("T")
@@ -121,6 +124,11 @@ class Step:
 
     kind = "step"
 
+    @property
+    def qualified_name(self) -> str:
+        """``Actor.workflow.step``, as logs and errors name it."""
+        return f"{self.workflow.actor.name}.{self.workflow.name}.{self.name}"
+
     def _check_running(self) -> None:
         from akter.workflow.context import current_driver
 
@@ -149,7 +157,7 @@ class ActivityStep(Step, Generic[T]):
         return cast("Awaitable[T]", ActivityCall(step=self, fn=fn, args=args, kwargs=kwargs))
 
     def error_named(self, name: str) -> type[Exception] | None:
-        return next((e for e in self.errors if e.__name__ == name), None)
+        return tagged.error_class(name, self.errors)
 
 
 @attrs.frozen(eq=False)
@@ -197,6 +205,38 @@ class RaceStep(Step):
         return Race(step=self, branches=branches)
 
 
+class Actor(ActorType[S]):
+    """An actor type with workflow members: ``akter.Actor``. The kernel's ``Actor``
+    (``akter.actor.declare``) knows commands and events; this layer adds ``workflow(...)`` and
+    the typed ``workflows`` it declared, so the kernel never imports workflows."""
+
+    #: the workflow members declared on this type, by name
+    workflows: dict[str, Workflow[Any, Any]]
+
+    def _declare_members(self) -> None:
+        self.workflows = {}
+
+    def workflow(
+        self,
+        name: str,
+        *,
+        input: type[I],
+        output: Any = None,
+        errors: Sequence[type[Exception]] = (),
+        key: Callable[[I], str] | None = None,
+        versions: dict[str, Versions] | None = None,
+    ) -> Workflow[I, Any]:
+        """Declare a workflow member named ``name``; decorate its body with ``@Workflow.body``
+        (see the README): ``input`` and ``output`` types, declared ``errors``, an optional
+        ``key`` function (a repeated start with the same key attaches) and version markers."""
+        return Workflow(self, name, input=input, output=output, errors=errors, key=key, versions=versions)
+
+
+def workflows_of(actor: ActorType[Any] | None) -> dict[str, Workflow[Any, Any]]:
+    """The workflow members of ``actor`` (none for a kernel-only actor type, or ``None``)."""
+    return actor.workflows if isinstance(actor, Actor) else {}
+
+
 class Workflow(Generic[I, O]):
     """A workflow member of an actor type. Built by ``Actor.workflow``."""
 
@@ -220,7 +260,7 @@ class Workflow(Generic[I, O]):
                 f"{actor.name} already has a command named {name!r}; "
                 "the start command takes the member's name"
             )
-        if name in actor.extensions.get("workflows", {}):
+        if name in actor.workflows:
             problems.append(f"{actor.name} already declares a workflow named {name!r}")
         if not (isinstance(input, type) and attrs.has(input)):
             problems.append(f"input type {input!r} must be an attrs class")
@@ -246,7 +286,7 @@ class Workflow(Generic[I, O]):
         self.versions = dict(versions or {})
         self.steps: dict[str, Step] = {}
         self.fn: Callable[[WorkflowContext, I], Awaitable[O]] | None = None
-        actor.extensions.setdefault("workflows", {})[name] = self
+        actor.workflows[name] = self
         from akter.workflow.commands import register_commands, register_interrupt
 
         self.start_command: Command[Any, I, str] = register_commands(self)
@@ -255,8 +295,15 @@ class Workflow(Generic[I, O]):
     def __repr__(self) -> str:
         return f"<workflow {self.actor.name}.{self.name}>"
 
+    def stage_start(self, turn: Turn[Any], payload: I, key: str | None) -> str:
+        """``turn.start(workflow, payload)``: stage a start on the turn (``Turn.start`` checked
+        the owner and the payload's type); returns the execution id."""
+        from akter.workflow.commands import stage_start
+
+        return stage_start(turn, self, payload, key)
+
     def error_named(self, name: str) -> type[Exception] | None:
-        return next((e for e in self.errors if e.__name__ == name), None)
+        return tagged.error_class(name, self.errors)
 
     def _add(self, step: Step) -> None:
         from akter.workflow.context import current_driver

@@ -32,7 +32,7 @@ from typing import Any
 
 import attrs
 
-from akter import codec
+from akter import codec, tagged
 from akter.errors import ActivityOutcomeUnknown, CompensationFailed, CorruptRecord, Defect, Interrupted
 
 
@@ -54,7 +54,7 @@ def encode_ok(value: Any, as_type: Any) -> dict[str, Any]:
     workflow output of the wrong type is ``InvalidInput`` now, never a record that fails every
     later replay with ``CorruptRecord``."""
     if as_type is None:
-        return {"ok": codec.to_primitive(value, as_type)}
+        return tagged.ok(value, as_type)
     return {"ok": json.loads(codec.check(value, as_type))}
 
 
@@ -69,7 +69,7 @@ def encode_error(error: BaseException, declared: Sequence[type[Exception]]) -> d
         original = None if error.original is None else encode_error(error.original, declared)
         return {"compensation_failed": {"original": original, "failures": list(error.failures)}}
     if isinstance(error, tuple(declared)):
-        return {"error": {"type": type(error).__name__, "value": codec.to_primitive(error)}}
+        return tagged.error(error)
     name = getattr(error, "error_type", "") or type(error).__qualname__
     return {"defect": {"type": name, "message": str(error)}}
 
@@ -79,12 +79,9 @@ def decode(exit_: Any, as_type: Any, declared: Sequence[type[Exception]]) -> Out
     of their types, is ``CorruptRecord`` (values: ``codec.from_primitive`` raises it)."""
     match exit_:
         case {"ok": value}:
-            return Ok(None if as_type is None or value is None else codec.from_primitive(value, as_type))
-        case {"error": {"type": str(name), "value": value}}:
-            cls = next((e for e in declared if e.__name__ == name), None)
-            if cls is None:
-                raise CorruptRecord(f"recorded error {name!r} is no longer declared")
-            return Raise(codec.from_primitive(value, cls))
+            return Ok(tagged.read_ok(value, as_type))
+        case {"error": body}:
+            return Raise(tagged.read_error(body, declared, "a recorded exit"))
         case {"defect": {"type": str(name), "message": str(message)}}:
             if name == "ActivityOutcomeUnknown":
                 return Raise(ActivityOutcomeUnknown(message))

@@ -48,7 +48,7 @@ from akter.outbox import queries as outbox_queries
 from akter.outbox.intents import encode_caller
 from akter.workflow import manifest, queries
 from akter.workflow.commands import LAYER, InterruptMark, ResumeMark, StartMark, interrupter_key, parse_for
-from akter.workflow.declare import WaitStep, Workflow
+from akter.workflow.declare import WaitStep, Workflow, workflows_of
 
 if TYPE_CHECKING:
     from akter.actor.declare import Actor
@@ -79,7 +79,7 @@ class WorkflowHook:
     def __init__(self, actors: dict[str, Actor[Any]], recovery: timedelta = RECOVERY_INTERVAL) -> None:
         self.recovery = recovery
         #: per actor type, the event tags some workflow step waits on
-        self.tags = {name: wait_tags(a.extensions.get("workflows", {})) for name, a in actors.items()}
+        self.tags = {name: wait_tags(workflows_of(a)) for name, a in actors.items()}
         self.runners: list[WorkflowRunner] = []
 
     async def before_commit(

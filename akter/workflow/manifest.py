@@ -5,9 +5,9 @@ the payload schema, each step's name, kind and result schema, the version marker
 ``min..current`` ranges, and (for reference) the output and declared errors. It is plain JSON;
 its hash (SHA-256 of the canonical JSON, ``codec.canonical_json``) is recorded with every
 execution when it starts, and every manifest a process runs with is stored in
-``actor_workflow_manifests`` (``accept``), so a later runner can load any execution's start
-manifest by hash (``load``). ``compat.py`` compares manifests; ``check.py`` does it for every
-open execution before a deploy.
+``actor_workflow_manifests`` (``manifest_store.accept``), so a later runner can load any
+execution's start manifest by hash (``manifest_store.load``). ``compat.py`` compares manifests;
+``check.py`` does it for every open execution before a deploy. This module does no I/O.
 
 A manifest (``derive``)::
 
@@ -34,18 +34,14 @@ table, and what they make free and what not, is in that module's docstring.
 from __future__ import annotations
 
 import hashlib
-import typing
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from akter import codec
 from akter.fingerprint import Fingerprint, fingerprint
-from akter.workflow.declare import ActivityStep, WaitStep, Workflow
+from akter.workflow.declare import ActivityStep, WaitStep, Workflow, workflows_of
 
 if TYPE_CHECKING:
-    import psycopg
-    import psycopg_pool
-
     from akter.actor.declare import Actor
 
 #: bumped only when the manifest's own layout changes (every stored hash would change with it)
@@ -99,67 +95,9 @@ def of(workflow: Workflow[Any, Any]) -> tuple[Manifest, str]:
     return cached[1], cached[2]
 
 
-def workflows_of(actors: Iterable[Actor[Any]]) -> list[Workflow[Any, Any]]:
-    return [w for a in actors for w in a.extensions.get("workflows", {}).values()]
-
-
-# ---- storage ----------------------------------------------------------------------------------
-
-ACCEPT: typing.LiteralString = """
-INSERT INTO actor_workflow_manifests (actor_type, workflow, manifest_hash, manifest, accepted_at)
-SELECT t.actor_type, t.workflow, t.manifest_hash, t.manifest, akter_now()
-  FROM unnest(%(actor_types)s::text[], %(workflows)s::text[], %(hashes)s::text[], %(manifests)s::jsonb[])
-       AS t(actor_type, workflow, manifest_hash, manifest)
-ON CONFLICT (actor_type, workflow, manifest_hash) DO NOTHING"""
-
-LOAD: typing.LiteralString = """
-SELECT manifest FROM actor_workflow_manifests
- WHERE actor_type = %(actor_type)s AND workflow = %(workflow)s AND manifest_hash = %(manifest_hash)s"""
-
-
-def accept_params(workflows: Iterable[Workflow[Any, Any]]) -> dict[str, list[str]]:
-    """Parameters of ``ACCEPT`` for these workflows' manifests."""
-    params: dict[str, list[str]] = {"actor_types": [], "workflows": [], "hashes": [], "manifests": []}
-    for workflow in workflows:
-        m, digest = of(workflow)
-        params["actor_types"].append(workflow.actor.name)
-        params["workflows"].append(workflow.name)
-        params["hashes"].append(digest)
-        params["manifests"].append(codec.canonical_json(m).decode())
-    return params
-
-
-async def accept(conn: psycopg.AsyncConnection[Any], actors: Iterable[Actor[Any]]) -> None:
-    """Store the manifests of every workflow of ``actors`` (those already stored stay as they
-    are). Done whenever an engine starts, so every execution a process starts has its start
-    manifest stored before the start can commit."""
-    params = accept_params(workflows_of(actors))
-    if params["hashes"]:
-        await conn.execute(ACCEPT, params)
-
-
-#: stored manifests by (actor type, workflow, hash): a hash names one manifest forever
-_loaded: dict[tuple[str, str, str], Manifest] = {}
-
-
-async def load(
-    pool: psycopg_pool.AsyncConnectionPool[Any], actor_type: str, workflow: str, digest: str
-) -> Manifest | None:
-    """The stored manifest with this hash, or None when it was never stored (or was deleted)."""
-    key = (actor_type, workflow, digest)
-    found = _loaded.get(key)
-    if found is not None:
-        return found
-    async with pool.connection() as conn:
-        cur = await conn.execute(
-            LOAD, {"actor_type": actor_type, "workflow": workflow, "manifest_hash": digest}
-        )
-        row = await cur.fetchone()
-    if row is None:
-        return None  # not cached: it may be stored later, by the code that has it
-    manifest: Manifest = row[0]
-    _loaded[key] = manifest
-    return manifest
+def all_workflows(actors: Iterable[Actor[Any]]) -> list[Workflow[Any, Any]]:
+    """Every workflow member of ``actors``, in declaration order."""
+    return [w for a in actors for w in workflows_of(a).values()]
 
 
 def step_kinds(manifest: Mapping[str, Any]) -> dict[str, str]:

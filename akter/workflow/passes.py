@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 from psycopg.rows import dict_row
 
-from akter import codec, faults, limits, logs
+from akter import codec, faults, logs
+from akter.actor import limits
 from akter.errors import (
     ActivityOutcomeUnknown,
     CompensationFailed,
@@ -49,7 +50,7 @@ from akter.errors import (
 )
 from akter.ids import ActorRef, ExecutionId
 from akter.outbox.intents import decode_caller
-from akter.workflow import activity, compat, exits, queries
+from akter.workflow import activity, adopt, exits, queries
 from akter.workflow.context import WorkflowContext
 from akter.workflow.declare import Workflow
 from akter.workflow.driver import (
@@ -204,7 +205,7 @@ class Pass:
         except CorruptRecord as exc:
             await self._leave_blocked([f"recorded history does not decode: {exc}"])
             return
-        reasons = await compat.replay_problems(
+        reasons = await adopt.replay_problems(
             self.runner.actors, self.runtime.pool, self.params, head, history
         )
         if reasons or workflow is None:
@@ -423,7 +424,8 @@ class Pass:
         try:
             value = await self._call(call.fn, call.args, call.kwargs, step.timeout)
             exit_: dict[str, Any] = exits.encode_ok(value, step.success)
-            limits.check_result(step, exit_["ok"])  # over the cap: this attempt's defect
+            # over the cap: this attempt's defect
+            limits.check_result(step.workflow.actor, step.qualified_name, exit_["ok"])
         except asyncio.CancelledError:
             if key not in self.cancelled:
                 raise  # the pass itself is ending: the recovery timer reruns this attempt

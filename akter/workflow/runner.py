@@ -33,7 +33,7 @@ from akter.outbox import queries as outbox_queries
 from akter.store.background import persist
 from akter.store.sqlstate import is_connection_lost
 from akter.workflow import queries
-from akter.workflow.declare import Workflow
+from akter.workflow.declare import Workflow, workflows_of
 from akter.workflow.hook import WorkflowHook
 from akter.workflow.passes import Pass
 
@@ -112,7 +112,7 @@ class WorkflowRunner:
 
     def workflow(self, actor_type: str, name: str) -> Workflow[Any, Any] | None:
         actor = self.actors.get(actor_type)
-        return None if actor is None else actor.extensions.get("workflows", {}).get(name)
+        return workflows_of(actor).get(name)
 
     def owns(self, ref: ActorRef) -> bool:
         return self._relay is not None and ref.bucket in self._relay.owned()

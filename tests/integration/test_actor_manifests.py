@@ -211,7 +211,7 @@ async def test_an_event_type_changed_under_an_open_wait_is_refused_for_the_wait_
     async with app.relay() as relay, app.client() as client:
         c1 = client.actor(carts, "c1", tenant="acme")
         await c1.send(carts.commands["add"], cart.Add(item="apple"))
-        await c1.start(carts.extensions["workflows"]["Checkout"], cart.Show())
+        await c1.start(carts.workflows["Checkout"], cart.Show())
         await settle(app, relay)
     pending = "SELECT count(*) FROM actor_workflow_step WHERE kind = 'wait' AND exit IS NULL"
     assert await peek.value(pending) == 1

@@ -29,7 +29,7 @@ from psycopg import sql
 from akter import testing
 from akter.cli import load_app, main
 from akter.store.database import with_database
-from akter.workflow import manifest
+from akter.workflow import manifest, manifest_store
 from tests.apps import depot, shop
 from tests.integration.conftest import Peek
 
@@ -66,7 +66,7 @@ async def park(url: str, variant: str, ids: tuple[str, ...] = ("o0", "o1", "o2")
     """Executions of ``variant`` parked in ``nap``, two of them on one actor."""
     app = depot.make_app(variant, url)
     actor = depot.VARIANTS[variant][0]
-    ship = actor.extensions["workflows"]["Ship"]
+    ship = actor.workflows["Ship"]
     depot.CALLS.clear()
     async with peeking(url) as peek:
         already = await peek.value(OPEN)
@@ -108,10 +108,10 @@ def when(ts: datetime) -> str:
 
 
 def ship_hash(variant: str) -> str:
-    return manifest.of(depot.VARIANTS[variant][0].extensions["workflows"]["Ship"])[1]
+    return manifest.of(depot.VARIANTS[variant][0].workflows["Ship"])[1]
 
 
-BEFORE_HASH = manifest.of(depot.VARIANTS["before"][0].extensions["workflows"]["Ship"])[1]
+BEFORE_HASH = manifest.of(depot.VARIANTS["before"][0].workflows["Ship"])[1]
 
 #: reason → (code started by, code deployed, step, marker, message, what to do)
 REASONS: dict[str, tuple[str, str, str | None, str | None, str, str]] = {
@@ -239,7 +239,7 @@ async def test_a_refused_deploy_is_reported_by_the_check_and_the_relay_and_left_
             # A runner of the deployed code meets the executions when their naps end (or their
             # timers, re-armed by the test before, fall due).
             app = depot.make_app(deployed, url)
-            manifest._loaded.clear()  # a runner of new code is a new process: nothing loaded yet
+            manifest_store._loaded.clear()  # a runner of new code is a new process: nothing loaded yet
             caplog.set_level(logging.INFO)
             async with app.relay() as running:
                 clock = testing.Clock(url)
@@ -301,7 +301,7 @@ async def test_compatible_deploys_pass_and_their_manifests_are_stored(
     app_path: str, on_current: int, parked: dict[str, str]
 ) -> None:
     url = parked["before"]
-    workflows = manifest.workflows_of(load_app(app_path).actors.values())
+    workflows = manifest.all_workflows(load_app(app_path).actors.values())
     async with peeking(url) as peek:
         for wf in workflows:
             if manifest.of(wf)[1] != BEFORE_HASH:

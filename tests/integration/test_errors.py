@@ -75,3 +75,12 @@ async def test_a_pass_whose_generation_was_taken_abandons_quietly_and_writes_not
         assert getattr(abandoned[0], "execution", None) == run.execution_id
         assert await peek.value("SELECT exit IS NULL FROM actor_workflow_step WHERE step = 'before'")
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+async def test_an_engine_that_cannot_reach_postgresql_is_database_unavailable() -> None:
+    # nothing listens on port 1: the connection is refused at once
+    app = akter.App([Counter], database_url="postgresql://postgres@127.0.0.1:1/none", migrate_on_start=True)
+    with pytest.raises(akter.DatabaseUnavailable, match="cannot reach PostgreSQL at .*:1") as info:
+        async with app.client():
+            pass
+    assert isinstance(info.value.__cause__, psycopg.OperationalError)

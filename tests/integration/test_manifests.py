@@ -24,7 +24,7 @@ def _calls() -> None:
 
 
 def ship_of(variant: str) -> Any:
-    return depot.VARIANTS[variant][0].extensions["workflows"]["Ship"]
+    return depot.VARIANTS[variant][0].workflows["Ship"]
 
 
 async def settle(app: Any, relay: Any) -> None:

@@ -33,7 +33,7 @@ from tests.integration.conftest import Peek
 
 pytestmark = pytest.mark.slow
 
-NEW = manifest.of(depot.VARIANTS["after"][0].extensions["workflows"]["Ship"])[1]
+NEW = manifest.of(depot.VARIANTS["after"][0].workflows["Ship"])[1]
 BLOCKED = (
     "step 'notify' (an activity) is no longer declared; "
     "version marker 'notify' (recorded 1) is no longer declared"
@@ -91,7 +91,7 @@ async def until(
 
 
 def ship_of(variant: str) -> Any:
-    return depot.VARIANTS[variant][0].extensions["workflows"]["Ship"]
+    return depot.VARIANTS[variant][0].workflows["Ship"]
 
 
 async def start(url: str, variant: str, *placed: tuple[str, str]) -> None:

@@ -104,3 +104,13 @@ def test_no_assert_is_a_runtime_check_in_akter() -> None:
             if isinstance(node, ast.Assert)
         )
     assert found == []
+
+
+def test_crashes_from_the_environment_are_armed_once_however_often_an_engine_starts() -> None:
+    try:
+        for _ in range(3):  # each engine start loads AKTER_FAULTS again
+            faults.load_environment("relay.before_delete=crash@order-7,turn.before_commit=crash")
+        assert faults._armed["relay.before_delete"] == [faults.Crash("relay.before_delete", "order-7")]
+        assert faults._armed["turn.before_commit"] == [faults.Crash("turn.before_commit", None)]
+    finally:
+        faults.disarm_all()

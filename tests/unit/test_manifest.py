@@ -173,14 +173,14 @@ def test_fingerprints_describe_how_a_type_is_stored(tp: Any, expected: Any) -> N
 
 
 def test_cosmetic_rewrites_keep_the_hash_and_every_real_change_moves_it() -> None:
-    before = manifest.of(depot.VARIANTS["before"][0].extensions["workflows"]["Ship"])[1]
+    before = manifest.of(depot.VARIANTS["before"][0].workflows["Ship"])[1]
     for app in (depot_cosmetic.renamed, depot_cosmetic.reordered):
-        [workflow] = manifest.workflows_of(app.actors.values())
+        [workflow] = manifest.all_workflows(app.actors.values())
         assert manifest.of(workflow)[1] == before
     changed = {
-        name: manifest.of(actors[0].extensions["workflows"]["Ship"])[1]
+        name: manifest.of(actors[0].workflows["Ship"])[1]
         for name, actors in depot.VARIANTS.items()
-        if "Ship" in actors[0].extensions.get("workflows", {})
+        if "Ship" in actors[0].workflows
     }
     # the same Ship: unchanged, declared alone (marker_dropped) or beside a new workflow
     assert {name for name, digest in changed.items() if digest == before} == {
@@ -198,11 +198,7 @@ def judge(
     current: str | None, start: str | None, recorded: dict[str, str], versions: dict[str, int]
 ) -> list[str]:
     def of(variant: str | None) -> Any:
-        return (
-            None
-            if variant is None
-            else manifest.derive(depot.VARIANTS[variant][0].extensions["workflows"]["Ship"])
-        )
+        return None if variant is None else manifest.derive(depot.VARIANTS[variant][0].workflows["Ship"])
 
     problems = compat.judge(
         actor_type="Depot",
@@ -284,7 +280,7 @@ def test_judge_a_missing_actor_type_or_workflow_says_only_that() -> None:
 
 
 def test_the_deploy_check_adds_up_groups_and_recorded_steps() -> None:
-    before, start_hash = manifest.of(depot.VARIANTS["before"][0].extensions["workflows"]["Ship"])
+    before, start_hash = manifest.of(depot.VARIANTS["before"][0].workflows["Ship"])
     changed = json.loads(json.dumps(before))
     for step in ("reserve", "ship"):
         changed["steps"][step]["result"] = {"ok": "str", "errors": {}}

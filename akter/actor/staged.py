@@ -13,8 +13,9 @@ payload that would not come back (a ``None`` payload type needs no converter hoo
 type's contents are not checked by ``isinstance``), so every intent that commits can be
 delivered.
 
-This module imports no other outbox module and nothing that imports the kernel, because the
-kernel's ``turn.py`` imports it.
+It is the actor layer's side of staging (the outbox layer, above, writes and delivers the
+records), and imports nothing that imports the kernel, because the kernel's ``turn.py`` imports
+it.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ import attrs
 from cattrs.errors import CattrsError
 
 from akter import codec
+from akter.actor.limits import payload_within_cap
 from akter.errors import CorruptRecord, InvalidInput, InvalidTimerKey
 from akter.ids import ActorRef
-from akter.limits import payload_within_cap
 
 if TYPE_CHECKING:
     from akter.actor.declare import Command

@@ -19,7 +19,7 @@ Where each is checked, always before anything is written:
   defect;
 - **state**: ``StateTooLarge``, in the kernel (``kernel._prepare_write``).
 
-This module imports nothing that imports the kernel: ``akter.outbox.staged`` uses it.
+This module imports nothing that imports the kernel: ``akter.actor.staged`` uses it.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from akter.errors import EventTooLarge, PayloadTooLarge, ResultTooLarge
 
 if TYPE_CHECKING:
     from akter.actor.declare import Actor, Command
-    from akter.workflow.declare import ActivityStep
 
 KIB = 1024
 DEFAULT_MAX_PAYLOAD_BYTES = 256 * KIB
@@ -64,9 +63,10 @@ def event_within_cap(actor: Actor[Any], tag: str, body: bytes) -> bytes:
     return body
 
 
-def check_result(step: ActivityStep[Any], primitive: Any) -> None:
-    """Refuse an activity's result (already unstructured) over its actor type's cap."""
-    limit = step.workflow.actor.max_result_bytes
+def check_result(actor: Actor[Any], what: str, primitive: Any) -> None:
+    """Refuse an activity's result (already unstructured) over its actor type's cap; ``what``
+    names the activity (``Actor.workflow.step``)."""
+    limit = actor.max_result_bytes
     size = len(codec.canonical_json(primitive))
     if size > limit:
-        raise ResultTooLarge(f"{step.workflow.actor.name}.{step.workflow.name}.{step.name}", size, limit)
+        raise ResultTooLarge(what, size, limit)
