@@ -21,6 +21,7 @@ import hashlib
 import json
 import re
 import uuid
+from typing import Final
 
 import attrs
 
@@ -33,6 +34,12 @@ MAX_ACTOR_TYPE_BYTES = 128
 MAX_ACTOR_ID_BYTES = 512
 
 _COMMAND_ID = re.compile(r"v1\.([0-9]{1,15})\.([0-9]{1,15})\.([0-9a-f]{32})")
+
+#: the one SQL predicate addressing an actor's rows by its key, with ``ActorRef.key_params()``
+#: (routing key first, so every index on an actor's rows leads with it)
+ACTOR_KEY: Final = (
+    "routing_key = %(rk)s AND tenant = %(tenant)s AND actor_type = %(actor_type)s AND actor_id = %(actor_id)s"
+)
 
 
 def _part(value: str) -> bytes:
@@ -89,7 +96,8 @@ class ActorRef:
         return bucket_of(self.routing_key)
 
     def key_params(self) -> dict[str, object]:
-        """The query parameters that address this actor's rows (routing key first, always)."""
+        """The query parameters that address this actor's rows (routing key first, always), as
+        ``ACTOR_KEY`` names them."""
         return {
             "rk": self.routing_key,
             "tenant": self.tenant,

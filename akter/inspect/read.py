@@ -12,7 +12,7 @@ from psycopg.rows import dict_row
 
 from akter.actor.upgrade import stored_type
 from akter.errors import AkterError
-from akter.ids import ActorRef, ExecutionId
+from akter.ids import ACTOR_KEY, ActorRef, ExecutionId
 from akter.workflow.declare import workflows_of
 
 if TYPE_CHECKING:
@@ -43,9 +43,7 @@ from akter.inspect.views import (
 
 # ---- reading ----------------------------------------------------------------------------------
 
-_KEY = (
-    "routing_key = %(rk)s AND tenant = %(tenant)s AND actor_type = %(actor_type)s AND actor_id = %(actor_id)s"
-)
+_KEY = ACTOR_KEY
 
 _ACTOR: LiteralString = (
     "SELECT generation, version, event_seq, created_at, akter_now() AS now FROM actor_generations WHERE "

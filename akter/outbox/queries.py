@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from typing import LiteralString
 
+from akter.ids import ACTOR_KEY
+
 CHANNEL = "akter_outbox"
 #: ``akter.testing.Clock`` notifies this after moving the durable clock
 WAKE_CHANNEL = "akter_wake"
 
-SENDER = (
-    "routing_key = %(rk)s AND tenant = %(tenant)s AND actor_type = %(actor_type)s AND actor_id = %(actor_id)s"
-)
+SENDER = ACTOR_KEY
 
 # The intent id is minted here, from the turn's clock and the deployment's retry window read in
 # the same statement, so the id's expiry is always the one the receiver will check.

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, LiteralString
 
 from akter import logs
-from akter.workflow import manifest, manifest_store
+from akter.workflow import manifest, manifest_store, queries
 from akter.workflow.compat import judge
 from akter.workflow.declare import workflows_of
 
@@ -31,12 +31,9 @@ log = logging.getLogger("akter.workflow")
 # moves nothing), storing that manifest if no process stored it yet. The blocked reason an
 # incompatible runner left goes too: this runner can replay it.
 MOVE: LiteralString = (
-    """
-WITH fence AS (
-    SELECT generation FROM actor_generations
-     WHERE routing_key = %(rk)s AND tenant = %(tenant)s AND actor_type = %(actor_type)s
-       AND actor_id = %(actor_id)s AND generation = %(generation)s
-       FOR UPDATE),
+    "WITH "
+    + queries.FENCE
+    + """,
 accepted AS ("""
     + manifest_store.ACCEPT
     + """)

@@ -15,17 +15,17 @@ from __future__ import annotations
 
 from typing import Final, LiteralString
 
+from akter.ids import ACTOR_KEY
+
 RESUME: Final = "akter.wf.resume"
 
-OWNER = (
-    "routing_key = %(rk)s AND tenant = %(tenant)s AND actor_type = %(actor_type)s AND actor_id = %(actor_id)s"
-)
+OWNER = ACTOR_KEY
 
 # One occurrence of a step (its attempts, for an activity).
 _OCCURRENCE = "s.step = %(step)s AND s.scope = %(scope)s AND s.occurrence = %(occurrence)s"
 
 # The fence: the owner row, locked, only while our generation holds.
-_FENCE = f"""fence AS (
+FENCE = f"""fence AS (
     SELECT generation FROM actor_generations
      WHERE {OWNER} AND generation = %(generation)s
        FOR UPDATE)"""
@@ -144,7 +144,7 @@ ACTIVATE: LiteralString = (
 # reuses it), with the timer moved to a recovery time ahead.
 BEGIN_ATTEMPT: LiteralString = (
     "WITH "
-    + _FENCE
+    + FENCE
     + """,
 st AS (
     INSERT INTO actor_workflow_step (routing_key, execution_id, step, scope, occurrence, attempt, kind,
@@ -177,7 +177,7 @@ SELECT fenced, exit
 # time recorded once (a clock, a wait's deadline). DO NOTHING keeps the first record.
 RECORD: LiteralString = (
     "WITH "
-    + _FENCE
+    + FENCE
     + """,
 ins AS (
     INSERT INTO actor_workflow_step (routing_key, execution_id, step, scope, occurrence, attempt, kind,
@@ -206,7 +206,7 @@ SELECT s.step, s.scope, s.occurrence, s.attempt, s.kind, s.exit,
 # A clock settles only once the database clock has passed its recorded due time.
 SETTLE_CLOCK: LiteralString = (
     "WITH "
-    + _FENCE
+    + FENCE
     + """,
 up AS (
     UPDATE actor_workflow_step s SET exit = %(exit)s, settled_at = akter_now()
@@ -221,14 +221,17 @@ SELECT (SELECT count(*) FROM fence) AS fenced, (SELECT count(*) FROM up) AS sett
 
 # The events a pending wait has not scanned yet (of its tag, after its scanned mark), with the
 # database clock; the predicate runs in Python, outside any lock.
-SCAN: LiteralString = """
+SCAN: LiteralString = (
+    """
 SELECT sequence, value, (extract(epoch FROM created_at) * 1000)::bigint AS created_ms,
        (extract(epoch FROM akter_now()) * 1000)::bigint AS now_ms
   FROM actor_events
- WHERE routing_key = %(rk)s AND tenant = %(tenant)s AND actor_type = %(actor_type)s
-   AND actor_id = %(actor_id)s AND tag = %(tag)s AND sequence > %(after)s
+ WHERE """
+    + ACTOR_KEY
+    + """ AND tag = %(tag)s AND sequence > %(after)s
  ORDER BY sequence
  LIMIT %(limit)s"""
+)
 
 # A wait settles with a match (advancing the execution's cursor) or with its timeout — the
 # latter only if no event of its tag stamped by the deadline lies beyond the scanned mark,
@@ -242,7 +245,7 @@ SELECT fenced, settled
 
 MARK_SCANNED: LiteralString = (
     "WITH "
-    + _FENCE
+    + FENCE
     + """
 UPDATE actor_workflow_step s SET scanned = greatest(s.scanned, %(scanned)s)
   FROM fence
@@ -264,7 +267,7 @@ SELECT fenced, interrupt, unscanned
 
 LEAVE_BLOCKED: LiteralString = (
     "WITH "
-    + _FENCE
+    + FENCE
     + """,
 x AS (
     UPDATE actor_workflow_executions e SET status = 'suspended', blocked_reason = %(reason)s,
