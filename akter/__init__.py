@@ -2,13 +2,18 @@
 
 The public surface is exactly ``__all__`` (pinned by ``tests/unit/test_exports.py``); everything
 else is internal and may change without notice.
+
+``App``, ``Relay`` and ``RelaySettings`` are imported when first used (``__getattr__``), so that
+a process that needs neither — ``akter migrate``, a script that only declares — does not load
+the relay and the composition root.
 """
+
+from typing import TYPE_CHECKING
 
 from akter.actor.client import ActorHandle, Client, SyncClient
 from akter.actor.declare import Command, allow_all, deny_anonymous, users_only
 from akter.actor.turn import Turn
 from akter.actor.upgrade import Upgrade
-from akter.app import App
 from akter.callers import Anonymous, Caller, Principal, System, User
 from akter.errors import (
     AccessDenied,
@@ -47,7 +52,6 @@ from akter.errors import (
     UnknownCommand,
 )
 from akter.ids import ActorRef, CommandId
-from akter.outbox.relay import Relay, RelaySettings
 from akter.workflow.activity import ActivityContext, activity_context
 from akter.workflow.context import WorkflowContext
 from akter.workflow.declare import (
@@ -65,6 +69,29 @@ from akter.workflow.declare import (
 )
 from akter.workflow.effects import all_ as all
 from akter.workflow.run import Run, Status
+
+if TYPE_CHECKING:
+    from akter.app import App
+    from akter.outbox.relay import Relay, RelaySettings
+del TYPE_CHECKING  # not a public name
+
+#: the public names imported on first use, and the module each comes from
+_LAZY = {"App": "akter.app", "Relay": "akter.outbox.relay", "RelaySettings": "akter.outbox.relay"}
+
+
+def __getattr__(name: str) -> object:
+    import importlib
+
+    if name not in _LAZY:
+        raise AttributeError(f"module 'akter' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value  # imported once: the next use finds it as any other name
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "AccessDenied",

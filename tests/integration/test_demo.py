@@ -104,4 +104,5 @@ async def test_demo_runs_again_on_the_same_database(database_url: str, peek: Pee
 def test_demo_exits_2_when_the_database_is_unreachable() -> None:
     done = run_command("--database-url", "postgresql://postgres@127.0.0.1:1/none")
     assert done.returncode == 2
-    assert done.stderr.startswith("akter: the demo cannot use the database: connection failed")
+    assert done.stderr.startswith("akter: the demo cannot use the database: cannot reach PostgreSQL at")
+    assert "Connection refused" in done.stderr
