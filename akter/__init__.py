@@ -6,6 +6,7 @@ else is internal and may change without notice.
 
 from akter.actor.client import ActorHandle, Client, SyncClient
 from akter.actor.declare import Actor, Command, allow_all, deny_anonymous, users_only
+from akter.actor.query import Event, Query, View
 from akter.actor.turn import Turn
 from akter.actor.upgrade import Upgrade
 from akter.app import App
@@ -93,6 +94,7 @@ __all__ = [
     "Defect",
     "EffectDefect",
     "EmbeddedServerError",
+    "Event",
     "EventTooLarge",
     "IncompatibleStoredData",
     "InternalCommand",
@@ -105,6 +107,7 @@ __all__ = [
     "InvalidTimerKey",
     "PayloadTooLarge",
     "Principal",
+    "Query",
     "RaceStep",
     "Relay",
     "RelaySettings",
@@ -126,6 +129,7 @@ __all__ = [
     "Upgrade",
     "User",
     "Versions",
+    "View",
     "WaitStep",
     "Workflow",
     "WorkflowContext",

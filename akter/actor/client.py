@@ -23,6 +23,7 @@ from returns.result import Result
 
 from akter.actor.declare import Actor, Command
 from akter.actor.kernel import Committed
+from akter.actor.query import Query, run_query
 from akter.callers import Anonymous, Caller
 from akter.errors import InvalidInput
 from akter.ids import ActorRef, CommandId
@@ -62,6 +63,15 @@ class ActorHandle(Generic[S]):
         cid = CommandId.parse(command_id) if command_id is not None else None
         return await self._runtime.send(self.ref, command, payload, cid, self.caller)
 
+    async def query(self, query: Query[S, I, O], payload: I) -> Result[O, Exception]:
+        """Answer a read-only ``query`` (``akter.actor.query``) from the actor's last committed
+        state: no receipt, no row lock, nothing written; refused by the access policy like a
+        command (``AccessDenied``), and a payload of the wrong type is ``InvalidInput``."""
+        if not isinstance(query, Query) or query.actor is not self.actor:
+            raise InvalidInput(f"{query!r} is not a query of {self.actor.name}")
+        budget = self._runtime.app.busy_timeout.total_seconds()
+        return await run_query(self._runtime.pool, query, self.ref, payload, self.caller, budget=budget)
+
     def __repr__(self) -> str:
         return f"<ActorHandle {self.ref} as {self.caller!r}>"
 
@@ -95,6 +105,10 @@ class SyncActorHandle(Generic[S]):
         self, command: Command[S, I, O], payload: I, *, command_id: str | None = None
     ) -> Result[O, Exception]:
         return self._loop.run(self._handle.send(command, payload, command_id=command_id))
+
+    def query(self, query: Query[S, I, O], payload: I) -> Result[O, Exception]:
+        """``ActorHandle.query``, blocking."""
+        return self._loop.run(self._handle.query(query, payload))
 
 
 class SyncClient:
