@@ -37,6 +37,7 @@ from akter.actor.compat import refuse_misreads
 from akter.actor.declare import Actor, Command
 from akter.actor.kernel import Committed, TurnHook, TurnOptions, run_turn
 from akter.actor.manifest import accept as accept_actor_manifests
+from akter.actor.subscribe import EVENTS_CHANNEL
 from akter.callers import Caller
 from akter.errors import (
     CommandExpired,
@@ -365,7 +366,7 @@ class Runtime:
         self.options = TurnOptions(busy_timeout=app.busy_timeout, hooks=app.hooks)
         self.loop = asyncio.get_running_loop()
         #: the one ``LISTEN akter_finished`` connection every ``run.result()`` shares
-        self.results = Listener(url, "akter_finished", name="akter-results")
+        self.results = Listener(url, "akter_finished", channels=(EVENTS_CHANNEL,), name="akter-results")
 
     @classmethod
     async def open(cls, app: App, *, migrate: bool | None = None) -> Runtime:

@@ -15,15 +15,19 @@ duration of a script's ``with app.sync_client():``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from returns.maybe import Maybe
 from returns.result import Result
 
+from akter.actor import subscribe
 from akter.actor.declare import Actor, Command
 from akter.actor.kernel import Committed
-from akter.actor.query import Query, run_query
+from akter.actor.query import Event, Query, run_query
 from akter.callers import Anonymous, Caller
 from akter.errors import InvalidInput
 from akter.ids import ActorRef, CommandId
@@ -35,6 +39,7 @@ S = TypeVar("S")
 I = TypeVar("I")  # noqa: E741 -- named as in akter.actor.declare: a command's input type
 O = TypeVar("O")  # noqa: E741 -- named as in akter.actor.declare: a command's output type
 T = TypeVar("T")
+E = TypeVar("E")
 
 
 class ActorHandle(Generic[S]):
@@ -71,6 +76,26 @@ class ActorHandle(Generic[S]):
             raise InvalidInput(f"{query!r} is not a query of {self.actor.name}")
         budget = self._runtime.app.busy_timeout.total_seconds()
         return await run_query(self._runtime.pool, query, self.ref, payload, self.caller, budget=budget)
+
+    def events(self, after: int = 0) -> AsyncIterator[Event]:
+        """The actor's events with a sequence above ``after``, in order, each once, as they
+        commit; it never ends by itself (``akter.actor.subscribe``). Refused by the access
+        policy like a query."""
+        return subscribe.events(self._runtime, self.actor, self.ref, self.caller, after)
+
+    async def wait_for(
+        self,
+        event_type: type[E],
+        *,
+        where: Callable[[E], bool] | None = None,
+        timeout: float | timedelta | None = None,
+        after: int = 0,
+    ) -> Maybe[E]:
+        """The first event of ``event_type`` after ``after`` that ``where`` accepts, committed
+        before the call or after it: ``Some(event)``, or ``Nothing`` once ``timeout`` passed."""
+        return await subscribe.wait_for(
+            self._runtime, self.actor, self.ref, self.caller, event_type, where, timeout, after
+        )
 
     def __repr__(self) -> str:
         return f"<ActorHandle {self.ref} as {self.caller!r}>"
@@ -110,6 +135,35 @@ class SyncActorHandle(Generic[S]):
         """``ActorHandle.query``, blocking."""
         return self._loop.run(self._handle.query(query, payload))
 
+    def events(self, after: int = 0) -> Iterator[Event]:
+        """``ActorHandle.events`` as a blocking iterator; close it (or leave its ``for``) to
+        stop listening."""
+        stream = self._handle.events(after)
+
+        async def step() -> Event:
+            return await anext(stream)
+
+        try:
+            while True:
+                try:
+                    yield self._loop.run(step())
+                except StopAsyncIteration:
+                    return
+        finally:
+            with contextlib.suppress(RuntimeError):  # the engine closed first: nothing to close
+                self._loop.run(_aclose(stream))
+
+    def wait_for(
+        self,
+        event_type: type[E],
+        *,
+        where: Callable[[E], bool] | None = None,
+        timeout: float | timedelta | None = None,
+        after: int = 0,
+    ) -> Maybe[E]:
+        """``ActorHandle.wait_for``, blocking."""
+        return self._loop.run(self._handle.wait_for(event_type, where=where, timeout=timeout, after=after))
+
 
 class SyncClient:
     """The synchronous facade: the same operations, blocking, for code without an event loop."""
@@ -125,6 +179,12 @@ class SyncClient:
 
     def new_command_id(self) -> str:
         return self._client.new_command_id()
+
+
+async def _aclose(stream: AsyncIterator[Any]) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 class _Portal:
