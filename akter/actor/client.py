@@ -19,13 +19,15 @@ import contextlib
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, cast
 
+import psycopg
 from returns.maybe import Maybe
 from returns.result import Result
 
 from akter.actor import subscribe
 from akter.actor.declare import Actor, Command
+from akter.actor.joined import JoinedSender, check_connection
 from akter.actor.kernel import Committed
 from akter.actor.query import Event, Query, run_query
 from akter.callers import Anonymous, Caller
@@ -118,6 +120,14 @@ class Client:
     def new_command_id(self) -> str:
         """A fresh command id on the database clock; keep it to retry a send safely."""
         return str(self.runtime.mint_command_id())
+
+    def with_connection(self, conn: psycopg.AsyncConnection[Any]) -> Self:
+        """A client of the same kind whose sends — commands, the intents their turns stage, the
+        workflows they start — are written inside ``conn``'s transaction, which the
+        application owns: they commit with it, or leave no trace (``akter.actor.joined``).
+        Queries and subscriptions still read committed data through the engine's pool."""
+        check_connection(conn, self.runtime.url, sync=False)
+        return type(self)(cast(Any, JoinedSender(self.runtime, conn)), self.caller)
 
 
 class SyncActorHandle(Generic[S]):
