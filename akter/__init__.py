@@ -46,9 +46,13 @@ from akter.errors import (
     TurnClosed,
     UndeliverableIntent,
     UnknownCommand,
+    UnknownSchedule,
 )
 from akter.ids import ActorRef, CommandId
 from akter.outbox.relay import Relay, RelaySettings
+from akter.outbox.schedule_admin import ScheduleInfo, Schedules
+from akter.outbox.schedules import Schedule
+from akter.outbox.schedules import enable as enable_schedules
 from akter.workflow.activity import ActivityContext, activity_context
 from akter.workflow.context import WorkflowContext
 from akter.workflow.declare import (
@@ -115,6 +119,9 @@ __all__ = [
     "ResultTooLarge",
     "Retry",
     "Run",
+    "Schedule",
+    "ScheduleInfo",
+    "Schedules",
     "SchemaError",
     "SchemaTooNew",
     "SleepStep",
@@ -126,6 +133,7 @@ __all__ = [
     "TurnClosed",
     "UndeliverableIntent",
     "UnknownCommand",
+    "UnknownSchedule",
     "Upgrade",
     "User",
     "Versions",
@@ -138,6 +146,7 @@ __all__ = [
     "allow_all",
     "constant",
     "deny_anonymous",
+    "enable_schedules",
     "exponential",
     "users_only",
 ]

@@ -119,6 +119,10 @@ class App:
         self.relay_plugins: list[RelayPlugin] = []
         if any(a.extensions.get("workflows") for a in self.actors.values()):
             self._add_workflows()
+        if any("schedules" in a.extensions for a in self.actors.values()):
+            from akter.outbox.schedule_admin import install
+
+            install(self)
         #: the engine; ``_started`` when ``start()`` opened it (else a script's client did)
         self._engine: Runtime | None = None
         self._started = False

@@ -368,6 +368,9 @@ def _register_tools() -> None:
 
     inspect_group.add_command(inspect_parked)
     main.add_command(outbox_group)
+    from akter.cli_schedules import schedules_group  # `akter schedules ...`
+
+    main.add_command(schedules_group)
 
 
 _register_tools()

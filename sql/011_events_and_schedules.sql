@@ -16,3 +16,27 @@ $$;
 
 CREATE TRIGGER actor_events_notify AFTER INSERT ON actor_events
     FOR EACH ROW EXECUTE FUNCTION akter_events_notify();
+
+-- Schedules (akter.outbox.schedules): one row per schedule, kept by the turns on its target
+-- actor that arm, fire, pause and delete it, under that actor's row lock. The timer itself is
+-- the actor's keyed outbox intent 'akter.schedule:<name>:<digest>'; this row is what
+-- `akter schedules list` shows and what a fire checks that its schedule is still the one it
+-- was armed for (status, digest).
+CREATE TABLE akter_schedules (
+    routing_key  bigint      NOT NULL,
+    tenant       text        NOT NULL,
+    name         text        NOT NULL,
+    actor_type   text        NOT NULL,
+    actor_id     text        NOT NULL,
+    digest       text        NOT NULL,
+    spec         bytea       NOT NULL,
+    declared     boolean     NOT NULL,
+    status       text        NOT NULL CHECK (status IN ('active', 'paused')),
+    next_slot_at timestamptz,
+    last_slot_at timestamptz,
+    fired        bigint      NOT NULL DEFAULT 0,
+    updated_at   timestamptz NOT NULL,
+    PRIMARY KEY (routing_key, tenant, name)
+);
+-- names are unique per tenant, so an operator addresses a schedule by tenant and name
+CREATE UNIQUE INDEX akter_schedules_name ON akter_schedules (tenant, name);

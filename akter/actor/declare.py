@@ -384,6 +384,12 @@ class Actor(Generic[S]):
         factory = _MEMBER_KINDS["workflow"]
         return factory(self, name, input=input, output=output, errors=errors, key=key, versions=versions)  # type: ignore[no-any-return]
 
+    def schedule(self, name: str, **options: Any) -> Any:
+        """Declare a schedule on one actor of this type (``akter.outbox.schedules.Schedule``:
+        ``actor_id``, ``tenant``, ``member``, ``payload``, ``cron`` or ``every``, ``timezone``,
+        ``catch_up``, ``max_catch_up``); relays reconcile declared schedules at start-up."""
+        return _MEMBER_KINDS["schedule"](self, name, **options)
+
     def __repr__(self) -> str:
         return f"<Actor {self.name}>"
 

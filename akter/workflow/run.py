@@ -30,6 +30,7 @@ from akter.actor.joined import JoinedSender, check_connection
 from akter.callers import Anonymous, Caller
 from akter.errors import CorruptRecord, InvalidExecutionId, InvalidInput
 from akter.ids import ActorRef, CommandId, ExecutionId, check_execution_key
+from akter.outbox.schedule_admin import Schedules, SyncSchedules
 from akter.store.sqlstate import is_connection_lost
 from akter.workflow import exits, queries
 from akter.workflow.commands import Interrupt, decode_interrupter, parse_for
@@ -209,6 +210,11 @@ class WorkflowClient(Client):
         """Re-attach to an execution from its id, within ``tenant``."""
         return Run(self.runtime, workflow, parse_for(workflow, execution_id, tenant), caller=self.caller)
 
+    @property
+    def schedules(self) -> Schedules:
+        """Add, list, pause, resume, trigger and delete schedules (``akter.outbox.schedule_admin``)."""
+        return Schedules(self.runtime)
+
 
 class SyncRun(Generic[O]):
     def __init__(self, loop: Any, run: Run[O]) -> None:
@@ -253,6 +259,13 @@ class SyncWorkflowClient(SyncClient):
         if not isinstance(client, WorkflowClient):  # the sync facade wraps what the async one made
             raise TypeError(f"expected a WorkflowClient, got {type(client).__name__}")
         return SyncRun(self._loop, client.run(workflow, execution_id, tenant=tenant))
+
+    @property
+    def schedules(self) -> SyncSchedules:
+        client = self._client
+        if not isinstance(client, WorkflowClient):  # the sync facade wraps what the async one made
+            raise TypeError(f"expected a WorkflowClient, got {type(client).__name__}")
+        return SyncSchedules(self._loop, client.schedules)
 
     def with_connection(self, conn: psycopg.Connection[Any]) -> SyncJoinedClient:
         """A client whose sends and starts are written inside ``conn``'s transaction, which
