@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from akter.actor.client import ActorHandle, Client, SyncClient
 from akter.actor.declare import Command, allow_all, deny_anonymous, users_only
+from akter.actor.query import Event, Query, View
 from akter.actor.turn import Turn
 from akter.actor.upgrade import Upgrade
 from akter.callers import Anonymous, Caller, Principal, System, User
@@ -50,6 +51,7 @@ from akter.errors import (
     TurnClosed,
     UndeliverableIntent,
     UnknownCommand,
+    UnknownSchedule,
 )
 from akter.ids import ActorRef, CommandId
 from akter.workflow.activity import ActivityContext, activity_context
@@ -69,6 +71,9 @@ from akter.workflow.declare import (
 )
 from akter.workflow.effects import all_ as all
 from akter.workflow.run import Run, Status
+from akter.workflow.schedule_admin import ScheduleInfo, Schedules
+from akter.workflow.schedules import Schedule
+from akter.workflow.schedules import enable as enable_schedules
 
 if TYPE_CHECKING:
     from akter.app import App
@@ -121,6 +126,7 @@ __all__ = [
     "Defect",
     "EffectDefect",
     "EmbeddedServerError",
+    "Event",
     "EventTooLarge",
     "IncompatibleStoredData",
     "InternalCommand",
@@ -133,6 +139,7 @@ __all__ = [
     "InvalidTimerKey",
     "PayloadTooLarge",
     "Principal",
+    "Query",
     "RaceStep",
     "Relay",
     "RelaySettings",
@@ -140,6 +147,9 @@ __all__ = [
     "ResultTooLarge",
     "Retry",
     "Run",
+    "Schedule",
+    "ScheduleInfo",
+    "Schedules",
     "SchemaError",
     "SchemaTooNew",
     "SleepStep",
@@ -151,9 +161,11 @@ __all__ = [
     "TurnClosed",
     "UndeliverableIntent",
     "UnknownCommand",
+    "UnknownSchedule",
     "Upgrade",
     "User",
     "Versions",
+    "View",
     "WaitStep",
     "Workflow",
     "WorkflowContext",
@@ -162,6 +174,7 @@ __all__ = [
     "allow_all",
     "constant",
     "deny_anonymous",
+    "enable_schedules",
     "exponential",
     "users_only",
 ]

@@ -77,6 +77,10 @@ COMMANDS = {
         "akter.cli.relay:relay",
         "Run the relay for APP (module:attribute naming an akter.App) until SIGTERM or SIGINT.",
     ),
+    "schedules": Lazy(
+        "akter.cli.schedules:schedules_group",
+        "An App's schedules: when they fire next, when they fired last; change them at run time.",
+    ),
     "workflows": Lazy("akter.cli.workflows:workflows", "Workflow tools: the deploy check."),
 }
 
