@@ -401,7 +401,7 @@ async def startup_check(app: App) -> Report:
 
 @click.group()
 def workflows() -> None:
-    """Workflow tools: the deploy check."""
+    """Workflow tools: the deploy check, the replay check."""
 
 
 @workflows.command("check")
@@ -462,3 +462,8 @@ async def _check_url(app: App, url: str) -> Report:
         raise cannot_connect(exc, url) from exc
     async with conn:
         return await check(app, conn)
+
+
+from akter.cli_replay import replay as _replay  # noqa: E402 -- registered beside check; moves with the cli
+
+workflows.add_command(_replay)
