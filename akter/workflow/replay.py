@@ -380,6 +380,8 @@ def _instead(driver: Driver, scope: str) -> str:
         return f"{where} to raise {type(fiber.outcome.error).__name__}: {fiber.outcome.error}"
     if fiber.owned_join is not None:
         return f"{where} to wait for {len(fiber.owned_join.children)} new branches"
+    if fiber.blocked_key is not None:
+        return f"{where} to wait at {fiber.blocked_key} instead"
     return f"{where} to stop there"
 
 

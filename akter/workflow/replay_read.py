@@ -30,8 +30,8 @@ from akter.errors import ConfigurationError, CorruptRecord
 from akter.outbox.intents import decode_caller
 from akter.workflow.declare import Workflow
 from akter.workflow.driver import StepKey
-from akter.workflow.replay import RecordedExecution, RecordedStep, replay
-from akter.workflow.replay_report import ReplayReport, Tally
+from akter.workflow.replay import RecordedExecution, RecordedStep
+from akter.workflow.replay_report import ReplayReport, Tally, replay_all
 
 #: open executions read per round trip
 PAGE = 1000
@@ -259,18 +259,3 @@ async def check(
             replay_all(declared, page, now_ms=now, into=tally)
         replay_all(declared, await finished_sample(conn, only, sample), now_ms=now, into=tally)
     return tally.report()
-
-
-def replay_all(
-    declared: Iterable[Workflow[Any, Any]],
-    executions: Iterable[RecordedExecution],
-    *,
-    now_ms: int,
-    into: Tally | None = None,
-) -> Tally:
-    """Replay each execution under the declared workflow of its name (none: a divergence)."""
-    tally = into if into is not None else Tally()
-    workflows = {(w.actor.name, w.name): w for w in declared}
-    for execution in executions:
-        tally.add(replay(workflows.get((execution.actor_type, execution.workflow)), execution, now_ms=now_ms))
-    return tally

@@ -14,7 +14,8 @@ from typing import Any
 
 import attrs
 
-from akter.workflow.replay import Divergence, Replay
+from akter.workflow.declare import Workflow
+from akter.workflow.replay import Divergence, RecordedExecution, Replay, replay
 
 #: divergences listed with their execution per workflow; the rest are counted
 KEEP = 100
@@ -177,3 +178,18 @@ class Tally:
                 for (actor_type, workflow), one in sorted(self._by.items())
             )
         )
+
+
+def replay_all(
+    declared: Iterable[Workflow[Any, Any]],
+    executions: Iterable[RecordedExecution],
+    *,
+    now_ms: int,
+    into: Tally | None = None,
+) -> Tally:
+    """Replay each execution under the declared workflow of its name (none: a divergence)."""
+    tally = into if into is not None else Tally()
+    workflows = {(w.actor.name, w.name): w for w in declared}
+    for execution in executions:
+        tally.add(replay(workflows.get((execution.actor_type, execution.workflow)), execution, now_ms=now_ms))
+    return tally
