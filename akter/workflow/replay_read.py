@@ -20,6 +20,7 @@ page, so memory holds one page and the tally.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any, LiteralString
 
@@ -37,6 +38,11 @@ from akter.workflow.replay_report import ReplayReport, Tally, replay_all
 PAGE = 1000
 #: finished executions sampled when not told
 DEFAULT_SAMPLE = 100
+#: stored values of at most this many bytes are decoded once per check (see ``_Reader``)
+SHORT = 96
+#: how many distinct short values (and principals) a check remembers
+REMEMBERED = 10_000
+_MISSING = object()
 
 _COLUMNS = """
 SELECT e.routing_key, e.execution_id, e.tenant, e.actor_type, e.actor_id, e.workflow, e.key, e.status,
@@ -139,57 +145,82 @@ def _chosen_params(workflows: Sequence[Workflow[Any, Any]] | None) -> dict[str, 
     return {"types": [w.actor.name for w in workflows], "names": [w.name for w in workflows]}
 
 
-def _primitive(data: Any) -> Any:
-    return None if data is None else codec.decode_primitive(bytes(data))
+class _Reader:
+    """Rows of ``_COLUMNS`` as ``RecordedExecution`` values. Short stored values (a clock's
+    exit, a race's winner, a principal) repeat across executions: each distinct one is decoded
+    once per check. The primitives are shared, and nothing that reads them mutates them."""
 
+    def __init__(self) -> None:
+        self.short: dict[bytes, Any] = {}
+        self.principals: dict[bytes, Any] = {}
 
-def recorded(row: Sequence[Any]) -> RecordedExecution:
-    """One row of ``_COLUMNS`` as a ``RecordedExecution``."""
-    (_, eid, tenant, actor_type, actor_id, workflow, key, status, payload, principal, versions,
-     interrupt, history_format, outcome, result, *steps) = row  # fmt: skip
-    base = {
-        "execution_id": eid,
-        "tenant": tenant,
-        "actor_type": actor_type,
-        "actor_id": actor_id,
-        "workflow": workflow,
-        "key": key,
-        "status": status,
-        "versions": versions,
-        "interrupt": interrupt,
-        "legacy": history_format == 1,
-        "outcome": outcome,
-    }
-    try:
-        return RecordedExecution(
-            **base,
-            payload=_primitive(payload),
-            principal=decode_caller(bytes(principal)).on_behalf_of,
-            steps=_steps(*steps),
-            result=_primitive(result),
+    def primitive(self, data: Any) -> Any:
+        if data is None:
+            return None
+        raw = bytes(data)
+        if len(raw) > SHORT:
+            return codec.decode_primitive(raw)
+        value = self.short.get(raw, _MISSING)
+        if value is _MISSING:
+            value = codec.decode_primitive(raw)
+            if len(self.short) < REMEMBERED:
+                self.short[raw] = value
+        return value
+
+    def principal(self, data: Any) -> Any:
+        raw = bytes(data)
+        if raw not in self.principals:
+            principal = decode_caller(raw).on_behalf_of
+            if len(self.principals) >= REMEMBERED:
+                return principal
+            self.principals[raw] = principal
+        return self.principals[raw]
+
+    def execution(self, row: Sequence[Any]) -> RecordedExecution:
+        (_, eid, tenant, actor_type, actor_id, workflow, key, status, payload, principal, versions,
+         interrupt, history_format, outcome, result, *steps) = row  # fmt: skip
+        base = {
+            "execution_id": eid,
+            "tenant": tenant,
+            "actor_type": actor_type,
+            "actor_id": actor_id,
+            "workflow": workflow,
+            "key": key,
+            "status": status,
+            "versions": versions,
+            "interrupt": interrupt,
+            "legacy": history_format == 1,
+            "outcome": outcome,
+        }
+        try:
+            return RecordedExecution(
+                **base,
+                payload=self.primitive(payload),
+                principal=self.principal(principal),
+                steps=self._steps(*steps),
+                result=self.primitive(result),
+            )
+        except CorruptRecord as exc:
+            return RecordedExecution(**base, payload=None, principal=None, steps=(), unreadable=str(exc))
+
+    def _steps(self, *columns: Any) -> tuple[RecordedStep, ...]:
+        if columns[0] is None:  # no step recorded: the aggregates are NULL
+            return ()
+        return tuple(
+            RecordedStep(
+                key=StepKey(step, scope, occurrence),
+                attempt=attempt,
+                kind=kind,
+                exit=self.primitive(exit_),
+                started_us=started_us,
+                due_ms=due_ms,
+                cursor=cursor,
+                scanned=scanned,
+            )
+            for step, scope, occurrence, attempt, kind, exit_, started_us, due_ms, cursor, scanned in zip(
+                *columns, strict=True
+            )
         )
-    except CorruptRecord as exc:
-        return RecordedExecution(**base, payload=None, principal=None, steps=(), unreadable=str(exc))
-
-
-def _steps(*columns: Any) -> tuple[RecordedStep, ...]:
-    if columns[0] is None:  # no step recorded: the aggregates are NULL
-        return ()
-    return tuple(
-        RecordedStep(
-            key=StepKey(step, scope, occurrence),
-            attempt=attempt,
-            kind=kind,
-            exit=_primitive(exit_),
-            started_us=started_us,
-            due_ms=due_ms,
-            cursor=cursor,
-            scanned=scanned,
-        )
-        for step, scope, occurrence, attempt, kind, exit_, started_us, due_ms, cursor, scanned in zip(
-            *columns, strict=True
-        )
-    )
 
 
 async def read_only(conn: psycopg.AsyncConnection[Any]) -> None:
@@ -200,19 +231,33 @@ async def read_only(conn: psycopg.AsyncConnection[Any]) -> None:
 async def open_pages(
     conn: psycopg.AsyncConnection[Any], workflows: Sequence[Workflow[Any, Any]] | None, page: int = PAGE
 ) -> AsyncIterator[list[RecordedExecution]]:
-    """Every open execution (of ``workflows``; None: all), a page at a time, in key order."""
-    after = _FIRST_KEY
+    """Every open execution (of ``workflows``; None: all), a page at a time, in key order.
+
+    The next page is asked for before this one is handed out, so the server reads it while the
+    caller replays this one (the replay is Python CPU; the read, the server's)."""
     params: dict[str, Any] = {**_chosen_params(workflows), "page": page}
-    while True:
+    read = _Reader()
+
+    async def fetch(after: tuple[int, str]) -> list[Any]:
         cur = conn.cursor(binary=True)
         await cur.execute(OPEN_PAGE, {**params, "rk": after[0], "eid": after[1]})
-        rows = await cur.fetchall()
-        if not rows:
-            return
-        yield [recorded(r) for r in rows]
-        if len(rows) < page:
-            return
-        after = (rows[-1][0], rows[-1][1])
+        return await cur.fetchall()
+
+    ahead = asyncio.ensure_future(fetch(_FIRST_KEY))
+    try:
+        while True:
+            rows = await ahead
+            if len(rows) == page:
+                ahead = asyncio.ensure_future(fetch((rows[-1][0], rows[-1][1])))
+                await asyncio.sleep(0)  # let it send its query before the caller takes the CPU
+            if rows:
+                yield [read.execution(r) for r in rows]
+            if len(rows) < page:
+                return
+    finally:
+        if not ahead.done():  # the caller stopped early: the page read ahead is not wanted
+            ahead.cancel()
+            await asyncio.gather(ahead, return_exceptions=True)
 
 
 async def finished_sample(
@@ -223,7 +268,7 @@ async def finished_sample(
         return []
     cur = conn.cursor(binary=True)
     await cur.execute(FINISHED, {**_chosen_params(workflows), "sample": sample})
-    return [recorded(r) for r in await cur.fetchall()]
+    return [_Reader().execution(r) for r in await cur.fetchall()]
 
 
 async def by_id(conn: psycopg.AsyncConnection[Any], execution_ids: Sequence[str]) -> list[RecordedExecution]:
@@ -233,7 +278,7 @@ async def by_id(conn: psycopg.AsyncConnection[Any], execution_ids: Sequence[str]
     owners = [ExecutionId.parse(e).owner.routing_key for e in execution_ids]
     cur = conn.cursor(binary=True)
     await cur.execute(BY_ID, {"rks": owners, "eids": list(execution_ids)})
-    found = {r.execution_id: r for r in map(recorded, await cur.fetchall())}
+    found = {r.execution_id: r for r in map(_Reader().execution, await cur.fetchall())}
     return [found[e] for e in execution_ids if e in found]
 
 
