@@ -29,6 +29,13 @@ change would not replay them::
     await akter.testing.export_history(database_url, "tests/golden/ship.json", [run.execution_id])
     ...
     akter.testing.replay_history(app, "tests/golden/ship.json").assert_replays()
+
+**Crashes at every boundary.** ``explore`` (``akter.explore``) runs a workflow once, then once
+crashed at each step boundary with a fresh runner finishing it, and reports every crash that
+duplicated, lost or changed an effect::
+
+    report = await akter.testing.explore(app, Shop, "shop-1", Pay, Payment(...), probe=count)
+    report.assert_exactly_once()
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ import psycopg
 
 from akter import faults
 from akter.errors import InvalidExecutionId
+from akter.explore import ExploreReport, explore
 from akter.faults import POINTS, Crash, Pause
 from akter.workflow import history_file, manifest, replay_read
 from akter.workflow.history_file import History
@@ -57,11 +65,13 @@ __all__ = [
     "POINTS",
     "Clock",
     "Crash",
+    "ExploreReport",
     "History",
     "Pause",
     "ReplayReport",
     "crash",
     "disarm_all",
+    "explore",
     "export_history",
     "load_history",
     "pause",
