@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,8 @@ import psycopg
 
 from akter import cli_support
 from akter.errors import AkterError, ConfigurationError
-from akter.workflow import manifest, replay_read
+from akter.store.pool import connection_kwargs
+from akter.workflow import manifest, replay_jobs, replay_read
 from akter.workflow.replay_report import ReplayReport
 
 if TYPE_CHECKING:
@@ -26,6 +28,8 @@ if TYPE_CHECKING:
 
 EXIT_REPLAYS = 0
 EXIT_DIVERGED = 1
+#: worker processes at most when --jobs is not given
+MAX_JOBS = 8
 
 
 @click.command("replay")
@@ -48,9 +52,22 @@ EXIT_DIVERGED = 1
     metavar="W",
     help="Only this workflow (Workflow or ActorType.Workflow); repeat for several.",
 )
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Replay in this many processes (default: one per CPU, up to 8, from "
+    f"{replay_jobs.PARALLEL_FROM:,} open executions; else one).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def replay(
-    app_path: str, database_url: str | None, sample: int, workflows: tuple[str, ...], *, as_json: bool
+    app_path: str,
+    database_url: str | None,
+    sample: int,
+    workflows: tuple[str, ...],
+    jobs: int | None,
+    *,
+    as_json: bool,
 ) -> None:
     """Would APP's workflow bodies replay what is recorded? APP is module:attribute naming an
     akter.App.
@@ -74,7 +91,7 @@ def replay(
     except ConfigurationError as exc:
         cli_support.fail_with(exc)
     try:
-        report = asyncio.run(_replay_url(app, url, sample, only))
+        report = _replay(app_path, app, url, sample=sample, names=workflows, only=only, jobs=jobs)
     except ConfigurationError as exc:
         cli_support.fail_with(exc)
     except AkterError as exc:
@@ -85,11 +102,35 @@ def replay(
     sys.exit(EXIT_REPLAYS if report.replays else EXIT_DIVERGED)
 
 
-async def _replay_url(app: App, url: str, sample: int, only: Sequence[Any] | None) -> ReplayReport:
-    from akter.store.pool import connection_kwargs
-
-    # a connection of its own, not the App's runtime: a check must not migrate, nor store
+def _replay(
+    app_path: str,
+    app: App,
+    url: str,
+    *,
+    sample: int,
+    names: Sequence[str],
+    only: Sequence[Any] | None,
+    jobs: int | None,
+) -> ReplayReport:
+    """One process, or ``jobs`` of them (``replay_jobs``); by default several from
+    ``PARALLEL_FROM`` open executions."""
+    # connections of its own, not the App's runtime: a check must not migrate, nor store
     # anything in, the database it reads
+    try:
+        conn = psycopg.connect(url, **connection_kwargs(url, name="akter-workflows-replay"))
+    except psycopg.OperationalError as exc:
+        raise cli_support.cannot_connect(exc, url) from exc
+    with conn:
+        if jobs is None:
+            row = conn.execute(replay_jobs.COUNT_OPEN).fetchone()
+            many = row is not None and int(row[0]) >= replay_jobs.PARALLEL_FROM
+            jobs = min(os.cpu_count() or 1, MAX_JOBS) if many else 1
+        if jobs > 1:
+            return replay_jobs.check(conn, app_path, url, jobs=jobs, sample=sample, names=names)
+    return asyncio.run(_replay_url(app, url, sample, only))
+
+
+async def _replay_url(app: App, url: str, sample: int, only: Sequence[Any] | None) -> ReplayReport:
     kwargs = connection_kwargs(url, name="akter-workflows-replay")
     try:
         conn = await psycopg.AsyncConnection.connect(url, **kwargs)

@@ -17,7 +17,8 @@ those three (a third each) are made with SQL: Python mints each copy's real iden
 execution id, key, routing key, as ``akter.ids`` does) and COPYs it into a temporary table;
 two INSERT ... SELECT statements then copy the template's execution row and its step rows —
 their real encoded payloads, principals and exits — under each identity. Then it times
-``akter workflows replay`` (the real command, a new process each run, start-up included) for:
+``akter workflows replay`` (the real command, a new process each run, start-up included; with
+its default of one process per CPU at this size, and with ``--jobs 1``) for:
 
 * ``same``: the code that recorded them — every execution replays (exit 0);
 * ``reordered``: the same declarations, ``cool`` awaited before ``fetch`` — every one diverges
@@ -201,11 +202,11 @@ def clone(url: str, templates: list[str], n: int) -> float:
     return time.perf_counter() - started
 
 
-def _cli(url: str, version: str) -> tuple[float, int, str]:
+def _cli(url: str, version: str, *jobs: str) -> tuple[float, int, str]:
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "akter.cli", "workflows", "replay", f"benchmarks.replay:{version}",
-         "--database-url", url],
+         "--database-url", url, *jobs],
         env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, capture_output=True, text=True, check=False,
     )  # fmt: skip
     return time.perf_counter() - started, done.returncode, done.stdout
@@ -233,6 +234,8 @@ async def _check(url: str, app: akter.App) -> tuple[float, Any]:
 def _measure(url: str, name: str, app: akter.App, expect: int, runs: int) -> dict[str, Any]:
     cli = [_cli(url, name) for _ in range(runs)]
     assert all(code == expect for _, code, _ in cli), cli[0]
+    one = [_cli(url, name, "--jobs", "1") for _ in range(runs)]
+    assert all(code == expect for _, code, _ in one), one[0]
     inproc = [asyncio.run(_check(url, app)) for _ in range(runs)]
     report = inproc[0][1]
     check_s = statistics.median(t for t, _ in inproc)
@@ -240,13 +243,15 @@ def _measure(url: str, name: str, app: akter.App, expect: int, runs: int) -> dic
         "exit_code": expect,
         "cli_seconds_median": statistics.median(t for t, _, _ in cli),
         "cli_seconds_runs": [round(t, 3) for t, _, _ in cli],
+        "cli_one_process_seconds_median": statistics.median(t for t, _, _ in one),
         "check_seconds_median": check_s,
         "executions_per_second": round(report.checked / check_s),
         "checked": report.checked,
         "diverged": sum(w.diverged_count for w in report.workflows),
         "report_head": cli[0][2].splitlines()[:3],
     }
-    print(f"{name:9} exit {expect}  akter workflows replay {r['cli_seconds_median']:.2f} s  check() "
+    print(f"{name:9} exit {expect}  akter workflows replay {r['cli_seconds_median']:.2f} s "
+          f"(--jobs 1: {r['cli_one_process_seconds_median']:.2f} s)  check() "
           f"{check_s:.2f} s ({r['executions_per_second']}/s)  diverged {r['diverged']}")  # fmt: skip
     print("   " + "\n   ".join(r["report_head"]))
     return r

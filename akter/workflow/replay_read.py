@@ -72,7 +72,8 @@ OPEN_PAGE: LiteralString = (
   FROM actor_workflow_executions e"""
     + _STEPS
     + """
- WHERE e.status <> 'finished' AND (e.routing_key, e.execution_id) > (%(rk)s, %(eid)s)"""
+ WHERE e.status <> 'finished' AND (e.routing_key, e.execution_id) > (%(rk)s, %(eid)s)
+   AND (%(until)s::bigint IS NULL OR e.routing_key < %(until)s::bigint)"""
     + _CHOSEN
     + """
  ORDER BY e.routing_key, e.execution_id
@@ -229,13 +230,18 @@ async def read_only(conn: psycopg.AsyncConnection[Any]) -> None:
 
 
 async def open_pages(
-    conn: psycopg.AsyncConnection[Any], workflows: Sequence[Workflow[Any, Any]] | None, page: int = PAGE
+    conn: psycopg.AsyncConnection[Any],
+    workflows: Sequence[Workflow[Any, Any]] | None,
+    page: int = PAGE,
+    *,
+    keys: tuple[int, int | None] = (_FIRST_KEY[0], None),
 ) -> AsyncIterator[list[RecordedExecution]]:
-    """Every open execution (of ``workflows``; None: all), a page at a time, in key order.
+    """Every open execution (of ``workflows``; None: all) whose routing key is in ``keys``
+    (from, up to but excluding; None: the end), a page at a time, in key order.
 
     The next page is asked for before this one is handed out, so the server reads it while the
     caller replays this one (the replay is Python CPU; the read, the server's)."""
-    params: dict[str, Any] = {**_chosen_params(workflows), "page": page}
+    params: dict[str, Any] = {**_chosen_params(workflows), "page": page, "until": keys[1]}
     read = _Reader()
 
     async def fetch(after: tuple[int, str]) -> list[Any]:
@@ -243,7 +249,7 @@ async def open_pages(
         await cur.execute(OPEN_PAGE, {**params, "rk": after[0], "eid": after[1]})
         return await cur.fetchall()
 
-    ahead = asyncio.ensure_future(fetch(_FIRST_KEY))
+    ahead = asyncio.ensure_future(fetch((keys[0], "")))
     try:
         while True:
             rows = await ahead
@@ -299,8 +305,23 @@ async def check(
     tally = Tally((w.actor.name, w.name) for w in only or ())
     async with conn.transaction():
         await read_only(conn)
-        now = await now_ms(conn)
-        async for page in open_pages(conn, only):
-            replay_all(declared, page, now_ms=now, into=tally)
-        replay_all(declared, await finished_sample(conn, only, sample), now_ms=now, into=tally)
+        await replay_snapshot(conn, declared, tally, sample=sample, only=only)
     return tally.report()
+
+
+async def replay_snapshot(
+    conn: psycopg.AsyncConnection[Any],
+    declared: Iterable[Workflow[Any, Any]],
+    tally: Tally,
+    *,
+    sample: int,
+    only: Sequence[Workflow[Any, Any]] | None,
+    keys: tuple[int, int | None] = (_FIRST_KEY[0], None),
+) -> None:
+    """``check``'s work inside a snapshot the caller began: the open executions of ``keys``'
+    routing-key range and the finished sample, replayed into ``tally``."""
+    declared = list(declared)
+    now = await now_ms(conn)
+    async for page in open_pages(conn, only, keys=keys):
+        replay_all(declared, page, now_ms=now, into=tally)
+    replay_all(declared, await finished_sample(conn, only, sample), now_ms=now, into=tally)

@@ -160,6 +160,19 @@ class Tally:
         if len(seen[1]) < EXAMPLES:
             seen[1].append(verdict.execution_id)
 
+    def merge(self, other: Tally) -> None:
+        """Add another tally's counts (of another range of executions) to this one."""
+        for key, theirs in other._by.items():
+            mine = self._by.setdefault(key, _One())
+            mine.open += theirs.open
+            mine.finished += theirs.finished
+            mine.replayed += theirs.replayed
+            mine.kept.extend(theirs.kept[: KEEP - len(mine.kept)])
+            for divergence, (n, ids) in theirs.patterns.items():
+                seen = mine.patterns.setdefault(divergence, [0, []])
+                seen[0] += n
+                seen[1].extend(ids[: EXAMPLES - len(seen[1])])
+
     def report(self) -> ReplayReport:
         return ReplayReport(
             tuple(
@@ -172,7 +185,9 @@ class Tally:
                     tuple(one.kept),
                     tuple(
                         (d, n, tuple(ids))
-                        for d, (n, ids) in sorted(one.patterns.items(), key=lambda p: (-p[1][0], p[0].at))
+                        for d, (n, ids) in sorted(
+                            one.patterns.items(), key=lambda p: (-p[1][0], p[0].at, p[0].recorded, p[0].asked)
+                        )
                     ),
                 )
                 for (actor_type, workflow), one in sorted(self._by.items())

@@ -100,6 +100,24 @@ async def test_reordered_awaits_diverge_at_the_first_recorded_step(database_url:
     )
 
 
+async def test_several_processes_on_one_snapshot_report_the_same(database_url: str, peek: Peek) -> None:
+    await record(database_url, peek)
+    reports = {}
+    for jobs in ("1", "3"):
+        result = await cli(
+            "workflows", "replay", "tests.apps.depot_replay:branched", "--jobs", jobs, "--json",
+            "--database-url", database_url,
+        )  # fmt: skip
+        assert result.exit_code == 1, result.output
+        reports[jobs] = json.loads(result.output)
+        for workflow in reports[jobs]["workflows"]:  # the order of divergences follows the reads
+            workflow["divergences"].sort(key=lambda d: d["execution_id"])
+            for pattern in workflow["patterns"]:
+                pattern["examples"].sort()
+    assert reports["3"] == reports["1"]
+    assert reports["1"]["checked"] == 3
+
+
 async def test_a_new_branch_diverges_only_where_the_recorded_values_take_it(
     database_url: str, peek: Peek
 ) -> None:
