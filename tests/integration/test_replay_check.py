@@ -171,8 +171,8 @@ async def test_the_replay_check_writes_nothing(database_url: str, peek: Peek) ->
         await conn.execute("UPDATE akter_clock SET clock_offset = clock_offset")
     written = await _quiet_database(peek)
     assert written == before + 1
-    for variant in ("tests.apps.depot:before", "tests.apps.depot_replay:branched"):
-        result = await cli("workflows", "replay", variant, "--database-url", database_url)
+    for variant, jobs in (("tests.apps.depot:before", "1"), ("tests.apps.depot_replay:branched", "2")):
+        result = await cli("workflows", "replay", variant, "--jobs", jobs, "--database-url", database_url)
         assert result.exit_code in (0, 1), result.output
     assert await _quiet_database(peek) == written
     manifests: Any = await peek.value("SELECT count(*) FROM actor_workflow_manifests")
