@@ -27,7 +27,9 @@ its default of one process per CPU at this size, and with ``--jobs 1``) for:
   third diverges, after replaying six steps (exit 1);
 
 and, in this process, the read alone (pages fetched and decoded, nothing replayed) against the
-whole check, so the figure says where the time goes. Writes JSON.
+whole check, so the figure says where the time goes. Each command's CPU seconds (user and
+system, its worker processes included) are recorded beside its wall time: on a shared machine
+the wall time says as much about the neighbours as about the check. Writes JSON.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import asyncio
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -202,14 +205,18 @@ def clone(url: str, templates: list[str], n: int) -> float:
     return time.perf_counter() - started
 
 
-def _cli(url: str, version: str, *jobs: str) -> tuple[float, int, str]:
+def _cli(url: str, version: str, *jobs: str) -> tuple[float, int, str, float]:
+    """Wall seconds, exit code, output and CPU seconds (user + system, the command's processes)."""
+    cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "akter.cli", "workflows", "replay", f"benchmarks.replay:{version}",
          "--database-url", url, *jobs],
         env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, capture_output=True, text=True, check=False,
     )  # fmt: skip
-    return time.perf_counter() - started, done.returncode, done.stdout
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, done.returncode, done.stdout, after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime
 
 
 async def _read_only(url: str) -> tuple[float, int]:
@@ -233,25 +240,29 @@ async def _check(url: str, app: akter.App) -> tuple[float, Any]:
 
 def _measure(url: str, name: str, app: akter.App, expect: int, runs: int) -> dict[str, Any]:
     cli = [_cli(url, name) for _ in range(runs)]
-    assert all(code == expect for _, code, _ in cli), cli[0]
+    assert all(run[1] == expect for run in cli), cli[0]
     one = [_cli(url, name, "--jobs", "1") for _ in range(runs)]
-    assert all(code == expect for _, code, _ in one), one[0]
+    assert all(run[1] == expect for run in one), one[0]
     inproc = [asyncio.run(_check(url, app)) for _ in range(runs)]
     report = inproc[0][1]
     check_s = statistics.median(t for t, _ in inproc)
     r = {
         "exit_code": expect,
-        "cli_seconds_median": statistics.median(t for t, _, _ in cli),
-        "cli_seconds_runs": [round(t, 3) for t, _, _ in cli],
-        "cli_one_process_seconds_median": statistics.median(t for t, _, _ in one),
+        "cli_seconds_median": statistics.median(run[0] for run in cli),
+        "cli_seconds_runs": [round(run[0], 3) for run in cli],
+        "cli_cpu_seconds_median": statistics.median(run[3] for run in cli),
+        "cli_one_process_seconds_median": statistics.median(run[0] for run in one),
+        "cli_one_process_cpu_seconds_median": statistics.median(run[3] for run in one),
         "check_seconds_median": check_s,
         "executions_per_second": round(report.checked / check_s),
         "checked": report.checked,
         "diverged": sum(w.diverged_count for w in report.workflows),
         "report_head": cli[0][2].splitlines()[:3],
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
     }
-    print(f"{name:9} exit {expect}  akter workflows replay {r['cli_seconds_median']:.2f} s "
-          f"(--jobs 1: {r['cli_one_process_seconds_median']:.2f} s)  check() "
+    print(f"{name:9} exit {expect}  akter workflows replay {r['cli_seconds_median']:.2f} s, "
+          f"{r['cli_cpu_seconds_median']:.1f} s CPU (--jobs 1: {r['cli_one_process_seconds_median']:.2f} s, "
+          f"{r['cli_one_process_cpu_seconds_median']:.1f} s CPU)  check() "
           f"{check_s:.2f} s ({r['executions_per_second']}/s)  diverged {r['diverged']}")  # fmt: skip
     print("   " + "\n   ".join(r["report_head"]))
     return r
