@@ -17,6 +17,7 @@ connection, exactly as after a power cut.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 
@@ -89,6 +90,12 @@ def arm(fault: Fault) -> Fault:
     _check_point(fault.point)
     _armed.setdefault(fault.point, []).append(fault)
     return fault
+
+
+def disarm(fault: Fault) -> None:
+    """Disarm one fault (armed or already gone)."""
+    with contextlib.suppress(ValueError):
+        _armed.get(fault.point, []).remove(fault)
 
 
 def disarm_all() -> None:

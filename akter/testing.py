@@ -19,19 +19,65 @@ test can skip a day without sleeping::
 
 Processes a test starts arm crashes through ``AKTER_FAULTS`` (see ``akter.faults``). The points
 are listed in ``akter.faults.POINTS``.
+
+**Histories.** ``export_history`` writes executions, as the database holds them, to a JSON file
+(``akter.workflow.history_file``); ``replay_history`` replays a file's executions under an App's
+bodies with no database and no I/O — what ``akter workflows replay`` does against the database —
+so a test suite can keep histories recorded by earlier versions of its code and fail when a
+change would not replay them::
+
+    await akter.testing.export_history(database_url, "tests/golden/ship.json", [run.execution_id])
+    ...
+    akter.testing.replay_history(app, "tests/golden/ship.json").assert_replays()
+
+**Crashes at every boundary.** ``explore`` (``akter.explore``) runs a workflow once, then once
+crashed at each step boundary with a fresh runner finishing it, and reports every crash that
+duplicated, lost or changed an effect::
+
+    report = await akter.testing.explore(app, Shop, "shop-1", Pay, Payment(...), probe=count)
+    report.assert_exactly_once()
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import LiteralString
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, LiteralString
 
 import psycopg
 
 from akter import faults
+from akter.errors import InvalidExecutionId
+from akter.explore import ExploreReport, explore
 from akter.faults import POINTS, Crash, Pause
+from akter.workflow import history_file, manifest, replay_read
+from akter.workflow.history_file import History
+from akter.workflow.replay import RecordedExecution
+from akter.workflow.replay_report import ReplayReport, replay_all
 
-__all__ = ["POINTS", "Clock", "Crash", "Pause", "crash", "disarm_all", "pause"]
+if TYPE_CHECKING:
+    from akter.actor.declare import Actor
+    from akter.app import App
+
+__all__ = [
+    "POINTS",
+    "Clock",
+    "Crash",
+    "ExploreReport",
+    "History",
+    "Pause",
+    "ReplayReport",
+    "crash",
+    "disarm_all",
+    "explore",
+    "export_history",
+    "load_history",
+    "pause",
+    "read_history",
+    "replay_history",
+]
 
 
 class Clock:
@@ -86,3 +132,60 @@ def pause(point: str, *, match: str | None = None, once: bool = True) -> Pause:
 
 def disarm_all() -> None:
     faults.disarm_all()
+
+
+# ---- histories ---------------------------------------------------------------------------------
+
+
+async def read_history(database_url: str, execution_ids: Sequence[str], *, note: str = "") -> History:
+    """The named executions as the database holds them now (one read-only snapshot).
+    ``InvalidExecutionId`` names an id that is malformed or not in the database."""
+    conn = await psycopg.AsyncConnection.connect(database_url, autocommit=True)
+    async with conn, conn.transaction():
+        await replay_read.read_only(conn)
+        now = await replay_read.now_ms(conn)
+        found = await replay_read.by_id(conn, execution_ids)
+    missing = sorted(set(execution_ids) - {e.execution_id for e in found})
+    if missing:
+        raise InvalidExecutionId(f"no execution {', '.join(missing)} in the database")
+    return history_file.of(found, now, note)
+
+
+async def export_history(
+    database_url: str, path: str | Path, execution_ids: Sequence[str], *, note: str = ""
+) -> History:
+    """Write the named executions to the history file ``path`` (``read_history``); returns them."""
+    history = await read_history(database_url, execution_ids, note=note)
+    text = history_file.dumps(history) + "\n"
+    await asyncio.to_thread(Path(path).write_text, text, encoding="utf-8")
+    return history
+
+
+def load_history(path: str | Path) -> History:
+    """A history file; ``InvalidInput`` when it is not one."""
+    return history_file.loads(Path(path).read_text(encoding="utf-8"), source=str(path))
+
+
+def replay_history(
+    code: App | Iterable[Actor[Any]],
+    history: History | Iterable[RecordedExecution] | str | Path,
+    *,
+    now_ms: int | None = None,
+) -> ReplayReport:
+    """Replay a history (a file, a ``History``, or executions) under the bodies of ``code`` (an
+    App or its actor types), with no database: ``report.assert_replays()`` fails a test with the
+    first divergence of each execution that does not replay. The clock of the replay is
+    ``now_ms``, by default the time the history was exported."""
+    if isinstance(history, str | Path):
+        history = load_history(history)
+    if not isinstance(history, History):
+        executions = tuple(history)
+        latest = max((s.started_us // 1000 for e in executions for s in e.steps), default=0)
+        history = History(executions, latest)
+    actors = code.actors.values() if hasattr(code, "actors") else code
+    tally = replay_all(
+        manifest.all_workflows(actors),
+        history.executions,
+        now_ms=history.exported_at_ms if now_ms is None else now_ms,
+    )
+    return tally.report()

@@ -81,7 +81,7 @@ COMMANDS = {
         "akter.cli.schedules:schedules_group",
         "An App's schedules: when they fire next, when they fired last; change them at run time.",
     ),
-    "workflows": Lazy("akter.cli.workflows:workflows", "Workflow tools: the deploy check."),
+    "workflows": Lazy("akter.cli.workflows:workflows", "Workflow tools: the deploy check, the replay check."),
 }
 
 

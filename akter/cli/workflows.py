@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 @click.group()
 def workflows() -> None:
-    """Workflow tools: the deploy check."""
+    """Workflow tools: the deploy check, the replay check."""
 
 
 @workflows.command("check")
@@ -83,3 +83,12 @@ async def _check_url(app: App, url: str) -> check.Report:
         raise support.cannot_connect(exc, url) from exc
     async with conn:
         return await check.check(conn, app.actors.values())
+
+
+def _add_replay() -> None:
+    from akter.cli.replay import replay
+
+    workflows.add_command(replay)
+
+
+_add_replay()

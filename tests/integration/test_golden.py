@@ -7,6 +7,10 @@ mid-way (an ``akter.all`` of sleeps, a compensated activity then a sleep, a slee
 activity). The test loads them into a freshly migrated database as an upgrade would find them,
 makes their timers due, and lets today's code replay and finish them: each must end exactly as
 the old engine would have, re-running no recorded step and recording no second occurrence.
+
+``flows-def1e70.history.json`` is the same four executions as ``akter.testing.export_history``
+writes them: exporting the loaded rows gives that file again, and it replays under today's code
+with no database (``tests/unit/test_golden_replay.py`` replays every history file).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from tests.integration.conftest import Peek
 from tests.integration.workflow_support import quiet, running
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "flows-def1e70.json"
+HISTORY = GOLDEN.with_name("flows-def1e70.history.json")
 #: load order: an actor row before its state and executions, executions before their steps
 TABLES = (
     "actor_generations",
@@ -106,3 +111,14 @@ async def test_histories_recorded_by_def1e70_replay_and_finish_as_they_would_hav
     assert b'"effects":["g-a","g-b"]' in book
     settle = bytes(await peek.value("SELECT state FROM actor_state WHERE actor_id = 'ledger-g-settle'"))
     assert b'"effects":["g-settle-a","g-settle-b"]' in settle
+
+
+async def test_the_rows_recorded_by_def1e70_export_as_their_history_file(database_url: str) -> None:
+    golden = json.loads(GOLDEN.read_text())
+    await _load(database_url, golden["rows"])
+    ids = [run["execution_id"] for run in golden["executions"].values()]
+    exported = await testing.read_history(database_url, ids)
+    assert exported.executions == testing.load_history(HISTORY).executions
+    report = testing.replay_history(flows.make_app(database_url), exported)
+    report.assert_replays()
+    assert report.checked == 4

@@ -1,0 +1,296 @@
+"""The crash-point explorer (``akter.testing.explore``): kill a workflow at every step boundary
+and show whether every effect still happens exactly once.
+
+``explore`` runs one execution of a workflow to the end to learn its boundaries — how many times
+it reaches each fault point of ``POINTS`` — and then, for every (point, n), a new execution of
+the same input that is crashed at the n-th time it reaches that point: the runner that holds it
+is dropped there (its relay stopped with the pass still blocked at the point, so nothing after
+the point is written — the database is left exactly as a process killed there would leave it)
+and a runner of a fresh App, on the same database, takes the execution over and finishes it.
+Sleeps, deadlines and the recovery timer a dead runner leaves behind are skipped, not waited
+for: when nothing is due, the database clock is set to the execution's next timer.
+
+For each crash it compares the outcome with the uncrashed run's and counts the effects: the
+receipts the run's activities caused at other actors (commands sent with derived ids — a rerun
+attempt repeats the same ids and the receivers deduplicate them) and, with ``probe``, the
+user's own count of an external effect (rows in a table, calls to a fake service). A boundary
+is reported when its run ended otherwise, caused more (or fewer) effects, or ended with
+``ActivityOutcomeUnknown``; ``report.assert_exactly_once()`` fails a test with that table.
+
+Every run uses its own actor (``<actor_id>~<n>``), so runs do not see each other's executions;
+effects are counted as the difference before and after each run, so runs go one at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import psycopg
+from returns.result import Failure
+
+from akter import faults
+from akter.errors import ActivityOutcomeUnknown
+from akter.faults import Pause
+
+if TYPE_CHECKING:
+    from akter.actor.declare import Actor
+    from akter.app import App
+    from akter.workflow.declare import Workflow
+
+#: where a run is crashed: before an attempt runs, after its effects and before its settle,
+#: before a suspension
+POINTS = ("workflow.before_activity", "workflow.before_settle", "workflow.before_suspend")
+#: how many times the explorer moves the clock to finish one run before it calls it stuck
+MAX_CLOCK_JUMPS = 50
+
+Probe = Callable[[], Awaitable[int] | int]
+
+_RECEIPTS_ELSEWHERE = """
+SELECT count(*) FROM actor_receipts
+ WHERE (tenant, actor_type, actor_id) <> (%s, %s, %s)"""
+_EXECUTION = "SELECT status FROM actor_workflow_executions WHERE execution_id = %s"
+_NEXT_TIMER = "SELECT min(due_at), akter_now() FROM actor_outbox WHERE timer_key = 'wf:' || %s"
+_PENDING = """
+SELECT step, scope, occurrence, attempt FROM actor_workflow_step
+ WHERE execution_id = %s AND kind = 'activity' AND exit IS NULL
+ ORDER BY started_at LIMIT 1"""
+_LAST_SETTLED = """
+SELECT step, scope, occurrence FROM actor_workflow_step
+ WHERE execution_id = %s AND exit IS NOT NULL ORDER BY settled_at DESC NULLS LAST LIMIT 1"""
+
+
+@attrs.define(eq=False)
+class _Counter(Pause):
+    """A fault that counts the times a point is reached and blocks, for good, at the
+    ``crash_at``-th (0: never) — the runner there is then dropped."""
+
+    crash_at: int = 0
+
+    async def _block(self) -> None:
+        self.hits += 1
+        if self.hits == self.crash_at:
+            self._reached.set()
+            await self._released.wait()  # never released: the pass dies here when dropped
+
+
+@attrs.frozen
+class Run:
+    """One execution's run: its outcome, the effects it caused, where it was crashed."""
+
+    point: str | None
+    hit: int
+    outcome: Any
+    receipts: int
+    probed: int | None
+    step: str | None = None
+    hits: dict[str, int] = attrs.field(factory=dict)
+
+    @property
+    def unknown(self) -> bool:
+        return isinstance(self.outcome, Failure) and isinstance(
+            self.outcome.failure(), ActivityOutcomeUnknown
+        )
+
+
+@attrs.frozen
+class ExploreReport:
+    """The uncrashed run and one run per boundary. ``problems``: the crashed runs that ended
+    otherwise, caused other effects than the uncrashed one, or ended with an unknown outcome."""
+
+    baseline: Run
+    crashes: tuple[Run, ...]
+
+    def problem(self, run: Run) -> str | None:
+        found = []
+        if repr(run.outcome) != repr(self.baseline.outcome):
+            found.append(f"ended {run.outcome!r}, not {self.baseline.outcome!r}")
+        if run.receipts != self.baseline.receipts:
+            found.append(f"{run.receipts} commands received, not {self.baseline.receipts}")
+        if run.probed != self.baseline.probed:
+            found.append(f"probe counted {run.probed} effects, not {self.baseline.probed}")
+        if run.unknown:
+            found.append("ActivityOutcomeUnknown")
+        return "; ".join(found) or None
+
+    @property
+    def problems(self) -> tuple[tuple[Run, str], ...]:
+        return tuple((run, p) for run in self.crashes if (p := self.problem(run)) is not None)
+
+    def text(self) -> str:
+        b = self.baseline
+        lines = [
+            f"uncrashed: {b.outcome!r}, {b.receipts} commands received, probe {b.probed}; "
+            f"boundaries {', '.join(f'{p} x{n}' for p, n in sorted(b.hits.items()))}",
+            f"{'point':28} {'hit':>3}  {'step':24} {'received':>8} {'probe':>5}  verdict",
+        ]
+        for run in self.crashes:
+            verdict = self.problem(run) or "exactly once"
+            lines.append(
+                f"{run.point or '':28} {run.hit:>3}  {run.step or '':24} {run.receipts:>8} "
+                f"{'' if run.probed is None else run.probed:>5}  {verdict}"
+            )
+        return "\n".join(lines)
+
+    def assert_exactly_once(self) -> None:
+        """``AssertionError`` with the table when a crash duplicated, lost or changed anything."""
+        if self.problems:
+            raise AssertionError("crashes changed what the workflow did:\n" + self.text())
+
+
+async def _probe(probe: Probe | None) -> int | None:
+    if probe is None:
+        return None
+    value = probe()
+    return int(await value) if inspect.isawaitable(value) else int(value)
+
+
+def _fresh(app: App) -> App:
+    """Another App of the same actor types on the same database: a new runner, nothing shared."""
+    from akter.app import App as AppClass
+
+    return AppClass(list(app.actors.values()), database_url=app.database_url)
+
+
+class _Explorer:
+    def __init__(
+        self, app: App, actor: Actor[Any], actor_id: str, workflow: Workflow[Any, Any], payload: Any,
+        *, tenant: str, probe: Probe | None, timeout: float,
+    ) -> None:  # fmt: skip
+        if app.database_url is None:
+            from akter.errors import ConfigurationError
+
+            raise ConfigurationError("explore needs an App with a database_url")
+        self.app = app
+        self.url: str = app.database_url
+        self.actor, self.actor_id, self.workflow, self.payload = actor, actor_id, workflow, payload
+        self.tenant, self.probe, self.timeout = tenant, probe, timeout
+        self.runs = 0
+
+    async def _one(self, sql: Any, *params: Any) -> tuple[Any, ...] | None:
+        async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
+            return await (await conn.execute(sql, params)).fetchone()
+
+    async def _receipts(self, actor_id: str) -> int:
+        row = await self._one(_RECEIPTS_ELSEWHERE, self.tenant, self.actor.name, actor_id)
+        return int(row[0]) if row else 0
+
+    async def run(self, point: str | None, hit: int) -> Run:
+        self.runs += 1
+        actor_id = f"{self.actor_id}~{self.runs}"
+        counters = {
+            p: _Counter(point=p, match=actor_id, once=False, crash_at=hit if p == point else 0)
+            for p in POINTS
+        }
+        receipts, probed = await self._receipts(actor_id), await _probe(self.probe)
+        for counter in counters.values():
+            faults.arm(counter)
+        try:
+            eid, step = await self._until_crash(actor_id, counters[point] if point else None)
+            outcome = await self._finish(eid)
+        finally:
+            for counter in counters.values():
+                faults.disarm(counter)
+        return Run(
+            point,
+            hit,
+            outcome,
+            await self._receipts(actor_id) - receipts,
+            None if probed is None else (await _probe(self.probe) or 0) - probed,
+            step,
+            {p: c.hits for p, c in counters.items()},
+        )
+
+    async def _until_crash(self, actor_id: str, crash: _Counter | None) -> tuple[str, str | None]:
+        """Start the execution and run it until it reaches the crash; then drop the runner
+        there. With no crash, only start it."""
+        app = _fresh(self.app)
+        async with app.relay() as relay, app.client() as client:
+            start = client.actor(self.actor, actor_id, tenant=self.tenant).start
+            eid = (await start(self.workflow, self.payload)).execution_id
+            if crash is None or not await self._drive(relay, eid, crash):
+                return eid, None
+        # the relay stopped with the pass blocked at the point: nothing after it was written
+        return eid, await self._where(eid, crash.point)
+
+    async def _where(self, eid: str, point: str) -> str | None:
+        if point == "workflow.before_suspend":
+            row = await self._one(_LAST_SETTLED, eid)
+            return None if row is None else f"after {_key(row)}"
+        row = await self._one(_PENDING, eid)
+        return None if row is None else f"{_key(row)} attempt {row[3]}"
+
+    async def _finish(self, eid: str) -> Any:
+        """A fresh runner finishes the execution; its outcome, or why it could not."""
+        app = _fresh(self.app)
+        async with app.relay() as relay, app.client() as client:
+            stuck = await self._drive(relay, eid, None)
+            if stuck:
+                return stuck
+            run = client.run(self.workflow, eid, tenant=self.tenant)
+            return await run.result(timeout=self.timeout)
+
+    async def _drive(self, relay: Any, eid: str, crash: _Counter | None) -> bool | str:
+        """Run until the crash point is reached (True) or the execution finished (False), the
+        clock skipping to its next timer whenever nothing is due; a string says why neither
+        happened."""
+        from akter import testing
+
+        clock = testing.Clock(self.url)
+        for _ in range(MAX_CLOCK_JUMPS):
+            waits = [asyncio.ensure_future(relay.idle())]
+            if crash is not None:
+                waits.append(asyncio.ensure_future(crash.reached(self.timeout)))
+            done, _ = await asyncio.wait(waits, timeout=self.timeout, return_when=asyncio.FIRST_COMPLETED)
+            for task in waits:
+                task.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
+            if crash is not None and crash.hits >= crash.crash_at:
+                return True
+            if not done:
+                return f"stuck: {eid} was still running after {self.timeout}s"
+            status = await self._one(_EXECUTION, eid)
+            if status is not None and status[0] == "finished":
+                return False
+            timer = await self._one(_NEXT_TIMER, eid)
+            if timer is None or timer[0] is None:
+                return f"stuck: {eid} is open with no timer (waiting for an event nobody sends?)"
+            due: datetime = timer[0]
+            if due > timer[1]:
+                await clock.set(due)
+        return f"stuck: {eid} did not finish after {MAX_CLOCK_JUMPS} clock jumps"
+
+
+def _key(row: tuple[Any, ...]) -> str:
+    from akter.workflow.driver import StepKey
+
+    return str(StepKey(row[0], row[1], row[2]))
+
+
+async def explore(
+    app: App,
+    actor: Actor[Any],
+    actor_id: str,
+    workflow: Workflow[Any, Any],
+    payload: Any,
+    *,
+    tenant: str = "acme",
+    probe: Probe | None = None,
+    timeout: float = 60,  # noqa: ASYNC109 -- a bound on each wait, named like run.result's
+) -> ExploreReport:
+    """Run ``workflow`` on actors ``<actor_id>~<n>`` with ``payload``: once uncrashed, then
+    once crashed at every boundary it reached (see the module docstring). ``probe`` returns the
+    count of an external effect so far (sync or async). ``app`` names the actor types and the
+    database; the explorer builds its own runners from them."""
+    explorer = _Explorer(app, actor, actor_id, workflow, payload, tenant=tenant, probe=probe, timeout=timeout)
+    baseline = await explorer.run(None, 0)
+    crashes = [
+        await explorer.run(point, hit)
+        for point in POINTS
+        for hit in range(1, baseline.hits.get(point, 0) + 1)
+    ]
+    return ExploreReport(baseline, tuple(crashes))
