@@ -27,6 +27,7 @@ from akter.errors import (
     EffectDefect,
     EmbeddedServerError,
     EventTooLarge,
+    ExecutionNotRetryable,
     IncompatibleStoredData,
     InternalCommand,
     Interrupted,
@@ -47,6 +48,7 @@ from akter.errors import (
     UnknownCommand,
 )
 from akter.ids import ActorRef, CommandId
+from akter.operate.query import ExecutionFilter
 from akter.outbox.relay import Relay, RelaySettings
 from akter.workflow.activity import ActivityContext, activity_context
 from akter.workflow.context import WorkflowContext
@@ -94,6 +96,8 @@ __all__ = [
     "EffectDefect",
     "EmbeddedServerError",
     "EventTooLarge",
+    "ExecutionFilter",
+    "ExecutionNotRetryable",
     "IncompatibleStoredData",
     "InternalCommand",
     "Interrupted",

@@ -368,6 +368,9 @@ def _register_tools() -> None:
 
     inspect_group.add_command(inspect_parked)
     main.add_command(outbox_group)
+    from akter.cli_executions import executions_group  # find, show, interrupt, retry executions
+
+    main.add_command(executions_group)
 
 
 _register_tools()

@@ -37,7 +37,7 @@ from akter.errors import DeclarationError, EffectDefect
 
 if TYPE_CHECKING:
     from akter.actor.declare import Actor, Command
-    from akter.workflow.commands import Interrupt
+    from akter.workflow.commands import Interrupt, RetryExecution
     from akter.workflow.context import WorkflowContext
 
 I = TypeVar("I")  # noqa: E741 -- a workflow's input type
@@ -247,10 +247,11 @@ class Workflow(Generic[I, O]):
         self.steps: dict[str, Step] = {}
         self.fn: Callable[[WorkflowContext, I], Awaitable[O]] | None = None
         actor.extensions.setdefault("workflows", {})[name] = self
-        from akter.workflow.commands import register_commands, register_interrupt
+        from akter.workflow.commands import register_commands, register_interrupt, register_retry
 
         self.start_command: Command[Any, I, str] = register_commands(self)
         self.interrupt_command: Command[Any, Interrupt, None] = register_interrupt(self)
+        self.retry_command: Command[Any, RetryExecution, None] = register_retry(self)
 
     def __repr__(self) -> str:
         return f"<workflow {self.actor.name}.{self.name}>"

@@ -36,6 +36,8 @@ PUBLIC = [
     "EffectDefect",
     "EmbeddedServerError",
     "EventTooLarge",
+    "ExecutionFilter",
+    "ExecutionNotRetryable",
     "IncompatibleStoredData",
     "InternalCommand",
     "Interrupted",
