@@ -24,7 +24,7 @@ from akter.inspect.decode import Shown, iso_time, one_line
 from akter.inspect.read import read_execution
 from akter.inspect.render import jsonable, span, when
 from akter.inspect.views import ExecutionView, StepView
-from akter.operate.why import Pending, interrupted_note, why
+from akter.operate.why import Pending, interrupted_note, pending_note, why
 from akter.workflow.driver import StepKey
 
 
@@ -100,20 +100,7 @@ def _pending_of(step: StepView) -> Pending:
 
 
 def _entry(step: StepView, now: datetime) -> Entry:
-    pending = None
-    if step.exit is None:
-        pending = why(
-            status="suspended",
-            outcome=None,
-            blocked_reason=None,
-            interrupt=False,
-            interrupted_by=None,
-            interrupt_reason=None,
-            pending=[_pending_of(step)],
-            timer_due_at=None,
-            timer_parked=None,
-            now=now,
-        )
+    pending = None if step.exit is not None else pending_note(_pending_of(step), now, named=False)
     return Entry(
         step=str(StepKey(step.step, step.scope, step.occurrence)),
         attempt=step.attempt,

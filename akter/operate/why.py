@@ -36,12 +36,14 @@ def interrupted_note(by: str | None, reason: str | None) -> str:
     return text
 
 
-def _pending(p: Pending, now: datetime) -> str:
+def pending_note(p: Pending, now: datetime, *, named: bool = True) -> str:
+    """What one pending step waits for; ``named`` adds which step it is."""
+    step = f" ({p.step})" if named else ""
     if p.kind == "clock" and p.due_at is not None:
-        return f"sleeping until {when(p.due_at, now)} ({p.step})"
+        return f"sleeping until {when(p.due_at, now)}{step}"
     if p.kind == "wait":
         until = f"until {when(p.due_at, now)}" if p.due_at is not None else "with no deadline"
-        return f"waiting for {p.wait_tag} after event #{p.after_event} {until} ({p.step})"
+        return f"waiting for {p.wait_tag} after event #{p.after_event} {until}{step}"
     if p.kind == "activity":
         return f"running activity {p.step} attempt {p.attempt} since {when(p.started_at, now)}"
     return f"{p.kind} {p.step} pending since {when(p.started_at, now)}"
@@ -73,7 +75,7 @@ def why(  # noqa: PLR0911 -- one answer per situation, in the order an operator 
     if timer_parked is not None:
         return f"blocked: its resume timer is parked: {one_line(timer_parked)}"
     if pending:
-        return " or ".join(_pending(p, now) for p in pending)
+        return " or ".join(pending_note(p, now) for p in pending)
     if status == "running":
         return "running a pass"
     if timer_due_at is not None:
