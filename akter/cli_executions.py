@@ -274,6 +274,10 @@ def _with_client(
     app.database_url = url
 
     async def run() -> T:
+        # one connection first: an unreachable database is an answer now, not after the pool's
+        # start-up timeout
+        probe = await psycopg.AsyncConnection.connect(url, connect_timeout=10, application_name="akter-cli")
+        await probe.close()
         async with app, app.client(operator) as client:
             return await act(client)
 

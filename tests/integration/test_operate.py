@@ -324,6 +324,19 @@ async def test_interrupt_every_match_and_an_access_refusal(desk_jobs: Desk, peek
 
     nothing = await executions(d, "interrupt", "--tenant", "acme", "--as", "bob")
     assert (nothing.returncode, nothing.stderr) == (1, "akter: no execution matched\n")
+    unreachable = await asyncio.to_thread(
+        akter_cli,
+        "executions",
+        "interrupt",
+        APP,
+        d.ids["waiter"],
+        "--database-url",
+        "postgresql://postgres@127.0.0.1:1/none",
+    )
+    assert unreachable.returncode == 2
+    assert unreachable.stderr.startswith(
+        "akter: cannot connect to the database at postgresql://postgres@127.0.0.1:1"
+    )
     usage = await executions(d, "interrupt")
     assert usage.returncode == 2
     assert "name executions by id, or give filters" in usage.stderr
