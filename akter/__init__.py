@@ -33,6 +33,7 @@ from akter.errors import (
     EffectDefect,
     EmbeddedServerError,
     EventTooLarge,
+    ExecutionNotRetryable,
     IncompatibleStoredData,
     InternalCommand,
     Interrupted,
@@ -54,6 +55,7 @@ from akter.errors import (
     UnknownSchedule,
 )
 from akter.ids import ActorRef, CommandId
+from akter.operate.query import ExecutionFilter
 from akter.workflow.activity import ActivityContext, activity_context
 from akter.workflow.context import WorkflowContext
 from akter.workflow.declare import (
@@ -128,6 +130,8 @@ __all__ = [
     "EmbeddedServerError",
     "Event",
     "EventTooLarge",
+    "ExecutionFilter",
+    "ExecutionNotRetryable",
     "IncompatibleStoredData",
     "InternalCommand",
     "Interrupted",

@@ -17,6 +17,7 @@ own, and every class says when it is raised and what it carries::
     │   ├── InvalidCommandId        a command id that is not ``v1.<issued>.<expires>.<uuid>``
     │   ├── InvalidExecutionId      malformed, foreign tenant, or another member's execution id
     │   ├── InvalidExecutionKey     a workflow key outside 1..256 UTF-8 bytes
+    │   ├── ExecutionNotRetryable   a retry of an execution that neither failed nor is blocked
     │   ├── InvalidTimerKey         an outbox key with a reserved prefix or bad size
     │   ├── UnknownCommand          the actor type declares no such command
     │   ├── UnknownSchedule         no schedule of that name in that tenant
@@ -148,6 +149,12 @@ class InvalidExecutionKey(InvalidInput):
         super().__init__(message)
 
 
+class ExecutionNotRetryable(InvalidInput):
+    """An operator's retry (``akter.wf.retry:<Workflow>``) named an execution there is nothing to
+    retry of: it succeeded or was interrupted, it is running or suspended without being blocked,
+    it was retried already, or its stored input no longer decodes. Nothing was written."""
+
+
 class InvalidTimerKey(InvalidInput):
     """An outbox intent key is empty, too long, or uses a prefix akter reserves."""
 
@@ -268,7 +275,16 @@ class EffectDefect(AkterError):
 
 
 class Interrupted(AkterError):
-    """The execution was interrupted; ``run.result()`` returns ``Failure(Interrupted(...))``."""
+    """The execution was interrupted; ``run.result()`` returns ``Failure(Interrupted(...))``.
+    ``by`` is who asked first (a principal's key, ``user:ann``) and ``reason`` what they gave,
+    when the execution recorded them."""
+
+    def __init__(
+        self, message: str = "interrupted", *, by: str | None = None, reason: str | None = None
+    ) -> None:
+        self.by = by
+        self.reason = reason
+        super().__init__(message)
 
 
 class CompensationFailed(AkterError):

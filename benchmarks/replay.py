@@ -147,7 +147,7 @@ same = akter.App([declare("same")])
 reordered = akter.App([declare("reordered")])
 late = akter.App([declare("late")])
 ACTOR = same.actors["Bench"]
-ORDER = ACTOR.extensions["workflows"]["Order"]
+ORDER = ACTOR.workflows["Order"]
 
 COPY_EXECUTIONS = """
 INSERT INTO actor_workflow_executions

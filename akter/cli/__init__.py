@@ -61,6 +61,10 @@ COMMANDS = {
     "demo": Lazy(
         "akter.cli.demo:demo_command", "Run a small order workflow end to end and narrate what akter stores."
     ),
+    "executions": Lazy(
+        "akter.cli.executions:executions_group",
+        "Find workflow executions across actors, show one as a timeline, interrupt or retry them.",
+    ),
     "inspect": Lazy(
         "akter.cli.inspect:inspect_group",
         "Read-only views of stored actors and executions, decoded with APP's declarations.",

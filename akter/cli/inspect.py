@@ -27,16 +27,14 @@ from akter.inspect.render import render_actor, render_execution, to_json
 if TYPE_CHECKING:
     from akter.app import App
 
-_database_option = click.option(
+database_option = click.option(
     "--database-url",
     help="PostgreSQL URL; overrides the App's own URL, which overrides AKTER_DATABASE_URL.",
 )
-_json_option = click.option(
-    "--json", "as_json", is_flag=True, help="Print one JSON document instead of text."
-)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of text.")
 
 
-def _load(app_path: str, database_url: str | None) -> tuple[App, str]:
+def load_app_url(app_path: str, database_url: str | None) -> tuple[App, str]:
     try:
         app = support.load_app(app_path)
         url = support.database_url(database_url, app=app)
@@ -45,7 +43,7 @@ def _load(app_path: str, database_url: str | None) -> tuple[App, str]:
     return app, url
 
 
-def _show(url: str, read: Callable[[psycopg.AsyncConnection[Any]], Any]) -> Any:
+def read_view(url: str, read: Callable[[psycopg.AsyncConnection[Any]], Any]) -> Any:
     async def run() -> Any:
         try:
             conn = await connect(url)
@@ -62,7 +60,7 @@ def _show(url: str, read: Callable[[psycopg.AsyncConnection[Any]], Any]) -> Any:
         support.fail_with(support.database_problem(exc, url))
 
 
-def _execution_id(text: str) -> ExecutionId:
+def parse_execution_id(text: str) -> ExecutionId:
     try:
         return ExecutionId.parse(text)
     except AkterError as exc:
@@ -92,8 +90,8 @@ def inspect_group() -> None:
     show_default=True,
     help="Newest rows shown per section.",
 )
-@_database_option
-@_json_option
+@database_option
+@json_option
 def inspect_actor(
     *,
     app_path: str,
@@ -109,8 +107,8 @@ def inspect_actor(
         ref = ActorRef(tenant=tenant, actor_type=actor_type, actor_id=actor_id)
     except AkterError as exc:
         _fail(one_line(exc))
-    app, url = _load(app_path, database_url)
-    view = _show(url, lambda conn: read_actor(conn, app, ref, limit=limit))
+    app, url = load_app_url(app_path, database_url)
+    view = read_view(url, lambda conn: read_actor(conn, app, ref, limit=limit))
     if view is None:
         declared = (
             "" if actor_type in app.actors else f" ({app_path} declares {', '.join(sorted(app.actors))})"
@@ -122,13 +120,13 @@ def inspect_actor(
 @inspect_group.command("execution")
 @click.argument("app_path", metavar="APP")
 @click.argument("execution_id")
-@_database_option
-@_json_option
+@database_option
+@json_option
 def inspect_execution(*, app_path: str, execution_id: str, database_url: str | None, as_json: bool) -> None:
     """A workflow execution: its record, decoded steps and timer."""
-    eid = _execution_id(execution_id)
-    app, url = _load(app_path, database_url)
-    view = _show(url, lambda conn: read_execution(conn, app, eid))
+    eid = parse_execution_id(execution_id)
+    app, url = load_app_url(app_path, database_url)
+    view = read_view(url, lambda conn: read_execution(conn, app, eid))
     if view is None:
         _fail(
             f"no execution {execution_id} is stored (never started, or pruned after retention)",

@@ -4,8 +4,8 @@ routing key first; nothing is ever written."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, LiteralString
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, LiteralString, Protocol
 
 import psycopg
 from psycopg.rows import dict_row
@@ -17,7 +17,6 @@ from akter.workflow.declare import workflows_of
 
 if TYPE_CHECKING:
     from akter.actor.declare import Actor, Command
-    from akter.app import App
     from akter.workflow.declare import Workflow
 
 from akter.inspect.decode import (
@@ -95,22 +94,29 @@ SELECT step, scope, occurrence, attempt, kind, exit, due_at, wait_tag, wait_curs
  ORDER BY started_at, step, scope, occurrence, attempt"""
 
 
-def _actor_of(app: App, actor_type: str) -> Actor[Any] | None:
+class Declarations(Protocol):
+    """What reading needs of an App (or an engine's sender): its actor types, to decode with."""
+
+    @property
+    def actors(self) -> Mapping[str, Actor[Any]]: ...
+
+
+def _actor_of(app: Declarations, actor_type: str) -> Actor[Any] | None:
     return app.actors.get(actor_type)
 
 
-def _workflow_of(app: App, actor_type: str, name: str) -> Workflow[Any, Any] | None:
+def _workflow_of(app: Declarations, actor_type: str, name: str) -> Workflow[Any, Any] | None:
     actor = _actor_of(app, actor_type)
     workflows: dict[str, Workflow[Any, Any]] = workflows_of(actor)
     return workflows.get(name)
 
 
-def _command_of(app: App, actor_type: str, name: str) -> Command[Any, Any, Any] | None:
+def _command_of(app: Declarations, actor_type: str, name: str) -> Command[Any, Any, Any] | None:
     actor = _actor_of(app, actor_type)
     return actor.commands.get(name) if actor is not None else None
 
 
-def _receipt(app: App, ref: ActorRef, row: dict[str, Any]) -> ReceiptView:
+def _receipt(app: Declarations, ref: ActorRef, row: dict[str, Any]) -> ReceiptView:
     command = _command_of(app, ref.actor_type, row["command"])
     where = f"command {ref.actor_type}.{row['command']}"
     outcome = decode_exit(
@@ -130,7 +136,7 @@ def _receipt(app: App, ref: ActorRef, row: dict[str, Any]) -> ReceiptView:
     )
 
 
-def _event(app: App, ref: ActorRef, row: dict[str, Any]) -> EventView:
+def _event(app: Declarations, ref: ActorRef, row: dict[str, Any]) -> EventView:
     actor = _actor_of(app, ref.actor_type)
     event_type = actor.event_types.get(row["tag"]) if actor is not None else None
     if event_type is None:
@@ -167,7 +173,7 @@ def _principal(data: bytes) -> Shown:
     return Shown(text="none" if principal is None else repr(principal), data=shown.data["on_behalf_of"])
 
 
-def _outbox(app: App, ref: ActorRef, row: dict[str, Any]) -> OutboxView:
+def _outbox(app: Declarations, ref: ActorRef, row: dict[str, Any]) -> OutboxView:
     command = _command_of(app, row["target_type"], row["command"])
     if command is None:
         primitive, bad = parse_stored(bytes(row["payload"]))
@@ -201,7 +207,7 @@ def _result(workflow: Workflow[Any, Any] | None, where: str, data: bytes | None)
     return decode_exit(bytes(data), where, ok_as(workflow.output), workflow.errors)
 
 
-def _summary(app: App, ref: ActorRef, row: dict[str, Any]) -> ExecutionSummary:
+def _summary(app: Declarations, ref: ActorRef, row: dict[str, Any]) -> ExecutionSummary:
     workflow = _workflow_of(app, ref.actor_type, row["workflow"])
     return ExecutionSummary(
         execution_id=row["execution_id"],
@@ -254,7 +260,12 @@ async def _all(
 
 
 async def read_events(
-    conn: psycopg.AsyncConnection[Any], app: App, ref: ActorRef, *, after: int = 0, limit: int = DEFAULT_LIMIT
+    conn: psycopg.AsyncConnection[Any],
+    app: Declarations,
+    ref: ActorRef,
+    *,
+    after: int = 0,
+    limit: int = DEFAULT_LIMIT,
 ) -> list[EventView]:
     """The actor's events above sequence ``after``: the newest ``limit`` of them, oldest first."""
     rows = await _all(conn, _EVENTS, {**ref.key_params(), "after": after, "limit": limit})
@@ -262,7 +273,7 @@ async def read_events(
 
 
 async def read_actor(
-    conn: psycopg.AsyncConnection[Any], app: App, ref: ActorRef, *, limit: int = DEFAULT_LIMIT
+    conn: psycopg.AsyncConnection[Any], app: Declarations, ref: ActorRef, *, limit: int = DEFAULT_LIMIT
 ) -> ActorView | None:
     """Everything stored for ``ref`` (the newest ``limit`` rows of each kind), or ``None`` when
     the actor never committed a turn."""
@@ -302,7 +313,7 @@ async def read_actor(
 
 
 async def read_execution(
-    conn: psycopg.AsyncConnection[Any], app: App, eid: ExecutionId
+    conn: psycopg.AsyncConnection[Any], app: Declarations, eid: ExecutionId
 ) -> ExecutionView | None:
     """An execution, its recorded steps and its timer, or ``None`` when no such execution is
     stored (never started, or pruned after retention)."""

@@ -19,7 +19,7 @@ from akter.inspect.views import ActorView, ExecutionView, OutboxView, StepView
 # ---- rendering --------------------------------------------------------------------------------
 
 
-def _span(delta: timedelta) -> str:
+def span(delta: timedelta) -> str:
     seconds = abs(delta.total_seconds())
     if seconds < 60:
         return f"{seconds:.1f}s"
@@ -33,7 +33,7 @@ def _span(delta: timedelta) -> str:
 def when(ts: datetime, now: datetime) -> str:
     """``ts`` in UTC, with how far it is from ``now`` on the database clock."""
     delta = ts - now
-    relative = f"in {_span(delta)}" if delta > timedelta(0) else f"{_span(delta)} ago"
+    relative = f"in {span(delta)}" if delta > timedelta(0) else f"{span(delta)} ago"
     return f"{iso_time(ts)} ({relative})"
 
 

@@ -8,7 +8,14 @@
   committing with the receipt; a repeated id replays the receipt. The id in the payload must
   name an existing execution of this member, owned by this actor (so in this tenant):
   ``InvalidExecutionId`` otherwise, and nothing is written. A finished execution is left as it
-  is, and the turn succeeds.
+  is, and the turn succeeds. An optional ``reason`` (at most ``MAX_REASON`` characters) is kept
+  with the first asker in ``interrupt_reason``.
+* ``akter.wf.retry:<Workflow name>`` (public, under the actor's access policy): an operator's
+  retry (``akter.operate``). A failed or defect execution is started again as a new execution of
+  the same input, keyed ``retry_key(old key)``, acting for the same principal, with
+  ``retry_of`` (the old id) and ``retried_by`` (who asked); a blocked one has its timer made due
+  now, so a runner offers it a pass at once. Anything else is ``ExecutionNotRetryable`` and
+  nothing is written.
 * ``akter.wf.resume`` (internal, one per actor): delivered by the relay when an execution's
   timer fires. It marks the execution running and re-arms its timer as a recovery timer; after
   commit the process's workflow runner (``runner.py``) runs a pass.
@@ -19,6 +26,7 @@ another turn: the execution row is written in that turn's transaction.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -49,8 +57,18 @@ class StartMark:
     payload: Any
 
 
+#: the longest reason an interrupt may carry (it is stored with the execution)
+MAX_REASON = 1000
+
+
 @attrs.frozen
 class Interrupt:
+    execution_id: str
+    reason: str | None = None
+
+
+@attrs.frozen
+class RetryExecution:
     execution_id: str
 
 
@@ -66,6 +84,26 @@ class InterruptMark:
 
     workflow: Workflow[Any, Any]
     execution_id: str
+    reason: str | None = None
+
+
+@attrs.frozen
+class RetryMark:
+    """A retry as sent: the hook decides, under the row lock, what there is to retry."""
+
+    workflow: Workflow[Any, Any]
+    execution_id: str
+
+
+_RETRY_SUFFIX = re.compile(r"~retry([0-9]*)\Z")
+
+
+def retry_key(key: str) -> str:
+    """The key of the execution that retries one keyed ``key``: ``k~retry``, then ``k~retry2``..."""
+    found = _RETRY_SUFFIX.search(key)
+    if found is None:
+        return f"{key}~retry"
+    return f"{key[: found.start()]}~retry{int(found.group(1) or 1) + 1}"
 
 
 def stage_start(turn: Turn[Any], workflow: Workflow[Any, Any], payload: Any, key: str | None = None) -> str:
@@ -132,10 +170,18 @@ def register_commands(workflow: Workflow[Any, Any]) -> Command[Any, Any, str]:
 
 def register_interrupt(workflow: Workflow[Any, Any]) -> Command[Any, Interrupt, None]:
     def interrupt(turn: Turn[Any], payload: Interrupt) -> None:
-        turn.stage(LAYER, InterruptMark(workflow, payload.execution_id))
+        turn.stage(LAYER, InterruptMark(workflow, payload.execution_id, payload.reason))
 
     interrupt.__annotations__ = {"turn": Turn, "payload": Interrupt, "return": None}
     return workflow.actor.member_command(f"akter.wf.interrupt:{workflow.name}", interrupt)
+
+
+def register_retry(workflow: Workflow[Any, Any]) -> Command[Any, RetryExecution, None]:
+    def retry(turn: Turn[Any], payload: RetryExecution) -> None:
+        turn.stage(LAYER, RetryMark(workflow, payload.execution_id))
+
+    retry.__annotations__ = {"turn": Turn, "payload": RetryExecution, "return": None}
+    return workflow.actor.member_command(f"akter.wf.retry:{workflow.name}", retry)
 
 
 def _resume(turn: Turn[Any], payload: Resume) -> None:
@@ -146,3 +192,13 @@ def _resume(turn: Turn[Any], payload: Resume) -> None:
 
 
 _resume.__annotations__ = {"turn": Turn, "payload": Resume, "return": None}
+
+
+def interrupted_note(by: str | None, reason: str | None) -> str:
+    """``interrupted by user:ann: the reason`` (the parts that were recorded)."""
+    text = "interrupted"
+    if by is not None:
+        text += f" by {by}"
+    if reason:
+        text += f": {' '.join(reason.split())}"
+    return text

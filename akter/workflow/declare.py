@@ -39,7 +39,7 @@ from akter.errors import DeclarationError, EffectDefect
 if TYPE_CHECKING:
     from akter.actor.declare import Command
     from akter.actor.turn import Turn
-    from akter.workflow.commands import Interrupt
+    from akter.workflow.commands import Interrupt, RetryExecution
     from akter.workflow.context import WorkflowContext
     from akter.workflow.schedules import Schedule
 
@@ -299,10 +299,11 @@ class Workflow(Generic[I, O]):
         self.steps: dict[str, Step] = {}
         self.fn: Callable[[WorkflowContext, I], Awaitable[O]] | None = None
         actor.workflows[name] = self
-        from akter.workflow.commands import register_commands, register_interrupt
+        from akter.workflow.commands import register_commands, register_interrupt, register_retry
 
         self.start_command: Command[Any, I, str] = register_commands(self)
         self.interrupt_command: Command[Any, Interrupt, None] = register_interrupt(self)
+        self.retry_command: Command[Any, RetryExecution, None] = register_retry(self)
 
     def __repr__(self) -> str:
         return f"<workflow {self.actor.name}.{self.name}>"

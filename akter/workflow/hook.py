@@ -42,12 +42,22 @@ from akter import codec, logs
 from akter.actor.kernel import Committed
 from akter.actor.turn import Turn
 from akter.callers import System
-from akter.errors import InvalidExecutionId
-from akter.ids import ActorRef
+from akter.errors import CorruptRecord, ExecutionNotRetryable, InvalidExecutionId, InvalidInput
+from akter.ids import ActorRef, ExecutionId
 from akter.outbox import queries as outbox_queries
 from akter.outbox.intents import encode_caller
 from akter.workflow import manifest, queries
-from akter.workflow.commands import LAYER, InterruptMark, ResumeMark, StartMark, interrupter_key, parse_for
+from akter.workflow.commands import (
+    LAYER,
+    MAX_REASON,
+    InterruptMark,
+    ResumeMark,
+    RetryMark,
+    StartMark,
+    interrupter_key,
+    parse_for,
+    retry_key,
+)
 from akter.workflow.declare import WaitStep, Workflow, workflows_of
 
 if TYPE_CHECKING:
@@ -108,6 +118,9 @@ class WorkflowHook:
                 await conn.execute(queries.RESUME_TURN, {**base, "eid": str(item.execution_id), "due": due})
             elif isinstance(item, InterruptMark):
                 notify = await self._interrupt(conn, turn, base, item) or notify
+            elif isinstance(item, RetryMark):
+                await self._retry(conn, turn, base, item)
+                notify = True
         if record.events:
             tags = sorted({tag for _, tag, _ in record.events} & self.tags.get(ref.actor_type, frozenset()))
             if tags:
@@ -137,7 +150,10 @@ class WorkflowHook:
         turn then writes nothing) for an id that is not of this member, actor and tenant, or that
         names no execution."""
         eid = parse_for(item.workflow, item.execution_id, turn.ref.tenant, turn.ref)
-        params = {**base, "eid": str(eid), "by": interrupter_key(turn.caller), "due": None}
+        if item.reason is not None and not (isinstance(item.reason, str) and len(item.reason) <= MAX_REASON):
+            raise InvalidInput(f"an interrupt's reason is a str of at most {MAX_REASON} characters")
+        by = interrupter_key(turn.caller)
+        params = {**base, "eid": str(eid), "by": by, "reason": item.reason, "due": None}
         row = await (await conn.execute(queries.INTERRUPT, params)).fetchone()
         if row is None:  # pragma: no cover -- the statement selects one row from two scalar subqueries
             raise RuntimeError("the interrupt statement returned no row")
@@ -145,6 +161,42 @@ class WorkflowHook:
         if status is None:
             raise InvalidExecutionId(f"no execution {eid} exists")
         return bool(armed)
+
+    async def _retry(
+        self, conn: psycopg.AsyncConnection[Any], turn: Turn[Any], base: dict[str, Any], item: RetryMark
+    ) -> None:
+        """Start a failed or defect execution again, or offer a blocked one to runners now
+        (``commands.py``); ``ExecutionNotRetryable`` (nothing written) for anything else."""
+        eid = parse_for(item.workflow, item.execution_id, turn.ref.tenant, turn.ref)
+        new = ExecutionId(turn.ref, item.workflow.name, retry_key(eid.key))
+        params = {**base, "eid": str(eid), "new_eid": str(new)}
+        row = await (await conn.execute(queries.RETRY_READ, params)).fetchone()
+        if row is None:
+            raise InvalidExecutionId(f"no execution {eid} exists")
+        status, outcome, blocked_reason, payload, principal, taken_by = row
+        if status != "finished":
+            if blocked_reason is None:
+                raise ExecutionNotRetryable(f"{eid} is {status} and not blocked: there is nothing to retry")
+            await conn.execute(queries.OFFER_NOW, params)
+            return
+        if outcome not in ("failed", "defect"):
+            raise ExecutionNotRetryable(f"{eid} {outcome}; only a failed or defect execution is retried")
+        if taken_by is not None:
+            already = (
+                "was retried already as"
+                if taken_by == str(eid)
+                else "cannot be retried: its retry key is taken by"
+            )
+            raise ExecutionNotRetryable(f"{eid} {already} {new}")
+        try:
+            value: Any = codec.decode(bytes(payload), item.workflow.input)
+        except CorruptRecord as exc:
+            raise ExecutionNotRetryable(f"the input of {eid} no longer decodes: {exc}") from exc
+        start = self._start_params(turn, StartMark(new, item.workflow, value))
+        # the retry acts for whom the original acted for; who asked for it is kept beside
+        await conn.execute(queries.START, {**base, **start, "principal": bytes(principal)})
+        link = {**base, "eid": str(new), "retry_of": str(eid), "by": interrupter_key(turn.caller)}
+        await conn.execute(queries.RETRY_LINK, link)
 
     def _owner(self, ref: ActorRef) -> WorkflowRunner | None:
         return next((runner for runner in self.runners if runner.owns(ref)), None)

@@ -114,7 +114,9 @@ WITH e AS (
     SELECT status FROM actor_workflow_executions WHERE routing_key = %(rk)s AND execution_id = %(eid)s),
 x AS (
     UPDATE actor_workflow_executions
-       SET interrupt = true, interrupted_by = coalesce(interrupted_by, %(by)s), updated_at = akter_now()
+       SET interrupt = true, interrupted_by = coalesce(interrupted_by, %(by)s),
+           interrupt_reason = CASE WHEN interrupted_by IS NULL THEN %(reason)s ELSE interrupt_reason END,
+           updated_at = akter_now()
      WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND status <> 'finished'
     RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal),
 arm AS ("""
@@ -122,6 +124,23 @@ arm AS ("""
     + """ RETURNING 1)
 SELECT (SELECT status FROM e) AS status, (SELECT count(*) FROM arm) AS armed"""
 )
+
+# An operator's retry (``commands.py``), under the owner's row lock the turn holds: what there
+# is to retry, and whether the execution that would retry it exists already.
+RETRY_READ: LiteralString = """
+SELECT x.status, x.outcome, x.blocked_reason, x.payload, x.principal,
+       (SELECT r.retry_of FROM actor_workflow_executions r
+         WHERE r.routing_key = %(rk)s AND r.execution_id = %(new_eid)s) AS taken_by
+  FROM actor_workflow_executions x
+ WHERE x.routing_key = %(rk)s AND x.execution_id = %(eid)s"""
+
+# The execution a retry started (with ``START``, in the same turn) links to the one it retries.
+RETRY_LINK: LiteralString = """
+UPDATE actor_workflow_executions SET retry_of = %(retry_of)s, retried_by = %(by)s
+ WHERE routing_key = %(rk)s AND execution_id = %(eid)s"""
+
+# A blocked execution offered again: its timer due now (which un-parks a parked one, sql/007).
+OFFER_NOW: LiteralString = "SELECT akter_wf_arm(%(rk)s, %(eid)s, %(bucket)s::smallint, NULL)"
 
 # A pass reads the execution and all its steps in one query.
 LOAD: LiteralString = """

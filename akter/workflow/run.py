@@ -28,11 +28,11 @@ from akter.actor.client import ActorHandle, Client, SyncActorHandle, SyncClient
 from akter.actor.declare import Actor
 from akter.actor.joined import JoinedSender, check_connection
 from akter.callers import Anonymous, Caller
-from akter.errors import CorruptRecord, InvalidExecutionId, InvalidInput
+from akter.errors import CorruptRecord, Interrupted, InvalidExecutionId, InvalidInput
 from akter.ids import ActorRef, CommandId, ExecutionId, check_execution_key
 from akter.store.sqlstate import is_connection_lost
 from akter.workflow import exits, queries
-from akter.workflow.commands import Interrupt, decode_interrupter, parse_for
+from akter.workflow.commands import Interrupt, decode_interrupter, interrupted_note, parse_for
 from akter.workflow.declare import Workflow
 from akter.workflow.exits import Ok
 from akter.workflow.schedule_admin import Schedules, SyncSchedules
@@ -53,7 +53,9 @@ POLL_FALLBACK = 1.0
 
 # ``queries.POLL``, and who asked for the interrupt
 POLL: LiteralString = (
-    "SELECT p.*, x.interrupted_by FROM (" + queries.POLL + ") p, actor_workflow_executions x"
+    "SELECT p.*, x.interrupted_by, x.interrupt_reason FROM ("
+    + queries.POLL
+    + ") p, actor_workflow_executions x"
     " WHERE x.routing_key = %(rk)s AND x.execution_id = %(eid)s"
 )
 
@@ -85,6 +87,11 @@ def decode_result(workflow: Workflow[Any, Any], data: bytes) -> Result[Any, Exce
     if not isinstance(error, Exception):  # exits decode to akter errors or declared ones only
         raise CorruptRecord(f"recorded result of {workflow!r} decodes to {type(error).__name__}")
     return Failure(error)
+
+
+def interrupted(by: str | None, reason: str | None) -> Interrupted:
+    """The ``Interrupted`` of an execution's result, with who asked and why when recorded."""
+    return Interrupted(interrupted_note(by, reason), by=by, reason=reason)
 
 
 class Run(Generic[O]):
@@ -121,6 +128,8 @@ class Run(Generic[O]):
         if row is None:
             raise InvalidExecutionId(f"no execution {self.execution_id} exists")
         result = None if row["result"] is None else decode_result(self.workflow, bytes(row["result"]))
+        if result is not None and row["outcome"] == "interrupted":
+            result = Failure(interrupted(row["interrupted_by"], row["interrupt_reason"]))
         return Status(
             row["status"],
             row["outcome"],
@@ -167,14 +176,16 @@ class Run(Generic[O]):
                     raise ResultTimeout(f"{self.execution_id} did not finish within {seconds}s")
                 await finished.wait(wait)
 
-    async def interrupt(self, *, command_id: str | None = None) -> None:
+    async def interrupt(self, *, command_id: str | None = None, reason: str | None = None) -> None:
         """Ask the execution to stop: it replays to its first unsettled step, runs its
         compensations, and finishes as interrupted. A turn of the member's interrupt command,
         sent as ``caller``: ``AccessDenied`` if the actor's policy refuses it, and a retry with
-        the same ``command_id`` replays it. A finished execution is left as it is."""
+        the same ``command_id`` replays it. A finished execution is left as it is. The first
+        asker and their ``reason`` are recorded; the result's ``Interrupted`` carries them."""
         cid = CommandId.parse(command_id) if command_id is not None else None
         command = self.workflow.interrupt_command
-        await self._sender.send(self._eid.owner, command, Interrupt(self.execution_id), cid, self.caller)
+        payload = Interrupt(self.execution_id, reason)
+        await self._sender.send(self._eid.owner, command, payload, cid, self.caller)
 
 
 class WorkflowActorHandle(ActorHandle[S]):
@@ -261,8 +272,8 @@ class SyncRun(Generic[O]):
     def result(self, timeout: float | timedelta | None = None) -> Result[O, Exception]:
         return self._loop.run(self._run.result(timeout))  # type: ignore[no-any-return]
 
-    def interrupt(self, *, command_id: str | None = None) -> None:
-        self._loop.run(self._run.interrupt(command_id=command_id))
+    def interrupt(self, *, command_id: str | None = None, reason: str | None = None) -> None:
+        self._loop.run(self._run.interrupt(command_id=command_id, reason=reason))
 
 
 class SyncWorkflowActorHandle(SyncActorHandle[S]):

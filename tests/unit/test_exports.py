@@ -37,6 +37,8 @@ PUBLIC = [
     "EmbeddedServerError",
     "Event",
     "EventTooLarge",
+    "ExecutionFilter",
+    "ExecutionNotRetryable",
     "IncompatibleStoredData",
     "InternalCommand",
     "Interrupted",

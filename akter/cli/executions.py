@@ -1,0 +1,394 @@
+"""``akter executions``: find executions, show one as a timeline, interrupt or retry them.
+
+The commands print what ``akter.operate`` returns. ``list``, ``counts`` and ``show`` only read,
+through a read-only connection (``akter.inspect``), one snapshot each. ``interrupt`` and
+``retry`` start APP's engine and send the workflow member's commands as the operator — a
+``User`` named by ``--as`` (``AKTER_OPERATOR``, else the login name) — so the actors' access
+policies decide, and the executions record who asked.
+
+Exit codes: 0 done (or shown), 1 nothing matched, no such execution, or an action refused,
+2 usage, configuration or database errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any, NoReturn, TypeVar
+
+import click
+import psycopg
+import psycopg_pool
+
+from akter.callers import User
+from akter.cli import support as cli_support
+from akter.cli.inspect import database_option, json_option, load_app_url, parse_execution_id, read_view
+from akter.errors import AkterError, ConfigurationError, InvalidInput
+from akter.inspect.decode import one_line
+from akter.inspect.render import jsonable, when
+from akter.operate.actions import Acted
+from akter.operate.query import (
+    DEFAULT_PAGE,
+    MAX_PAGE,
+    OUTCOMES,
+    STATUSES,
+    Count,
+    ExecutionFilter,
+    Page,
+    read_counts,
+    read_page,
+)
+from akter.operate.timeline import read_timeline, render_timeline, timeline_json
+
+T = TypeVar("T")
+
+EXIT_OK = 0
+EXIT_NOTHING = 1
+EXIT_USAGE = 2
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    cli_support.fail(message, code)
+
+
+class _Moment(click.ParamType[datetime]):
+    """An ISO-8601 time; without a zone, UTC."""
+
+    name = "TIME"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> datetime:
+        if isinstance(value, datetime):
+            return value
+        try:
+            moment = datetime.fromisoformat(str(value))
+        except ValueError:
+            self.fail(f"{value!r} is not an ISO-8601 time (like 2026-12-01T09:30:00Z)", param, ctx)
+        return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+_FILTERS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
+    click.option("--tenant", help="Only this tenant's executions."),
+    click.option("--actor-type", help="Only executions owned by actors of this type."),
+    click.option("--actor-id", help="Only executions of this actor (with --tenant and --actor-type)."),
+    click.option("--workflow", help="Only executions of this workflow member."),
+    click.option(
+        "--status",
+        "statuses",
+        multiple=True,
+        type=click.Choice(STATUSES),
+        help="Only executions with this status (repeat for any of several).",
+    ),
+    click.option(
+        "--outcome",
+        "outcomes",
+        multiple=True,
+        type=click.Choice(OUTCOMES),
+        help="Only finished executions with this outcome (repeat for any of several).",
+    ),
+    click.option(
+        "--started-after", type=_Moment(), help="Started after this time (ISO-8601; UTC without a zone)."
+    ),
+    click.option("--started-before", type=_Moment(), help="Started before this time."),
+    click.option("--finished-after", type=_Moment(), help="Finished after this time."),
+    click.option("--finished-before", type=_Moment(), help="Finished before this time."),
+    click.option("--key-prefix", help="Only executions whose workflow key starts with this."),
+]
+
+
+def _filter_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(_FILTERS):
+        command = option(command)
+    return command
+
+
+_FILTER_NAMES = (
+    "tenant",
+    "actor_type",
+    "actor_id",
+    "workflow",
+    "statuses",
+    "outcomes",
+    "started_after",
+    "started_before",
+    "finished_after",
+    "finished_before",
+    "key_prefix",
+)
+
+
+def _filter(options: dict[str, Any]) -> ExecutionFilter | None:
+    """The filter the options give, or ``None`` when they give none; their names are taken out of
+    ``options``."""
+    given = {name: options.pop(name) for name in _FILTER_NAMES}
+    given["status"], given["outcome"] = given.pop("statuses"), given.pop("outcomes")
+    if not any(given.values()):
+        return None
+    try:
+        return ExecutionFilter(**given)
+    except InvalidInput as exc:
+        raise click.UsageError(one_line(exc)) from exc
+
+
+def _echo_json(data: Any) -> None:
+    click.echo(json.dumps(jsonable(data), indent=2, sort_keys=True))
+
+
+@click.group(
+    "executions",
+    epilog="Exit codes: 0 done, 1 nothing matched / no such execution / refused, "
+    "2 usage/configuration/database error.",
+)
+def executions_group() -> None:
+    """Find workflow executions across actors, show one as a timeline, interrupt or retry them.
+
+    APP is module:attribute naming an akter.App; its declarations decode what is shown, and its
+    engine sends what interrupt and retry ask for."""
+
+
+# ---- list and counts --------------------------------------------------------------------------
+
+
+def _row_lines(row: Any, now: datetime) -> list[str]:
+    status = row.status + (f" ({row.outcome})" if row.outcome else "")
+    lines = [
+        f"{row.actor} {row.workflow} {row.key!r}  {status}  started {when(row.started_at, now)}",
+        f"    {row.waiting}",
+    ]
+    if row.retry_of:
+        lines.append(f"    retry of {row.retry_of}")
+    lines.append(f"    {row.execution_id}")
+    return lines
+
+
+@executions_group.command("list")
+@click.argument("app_path", metavar="APP")
+@_filter_options
+@click.option(
+    "--limit",
+    type=click.IntRange(1, MAX_PAGE),
+    default=DEFAULT_PAGE,
+    show_default=True,
+    help="Rows on this page.",
+)
+@click.option(
+    "--after", "cursor", metavar="CURSOR", help="The page after this cursor (printed by the last page)."
+)
+@database_option
+@json_option
+def list_command(
+    *, app_path: str, limit: int, cursor: str | None, database_url: str | None, as_json: bool, **options: Any
+) -> None:
+    """Executions matching the filters, newest first, with why each is where it is."""
+    where = _filter(options) or ExecutionFilter()
+    _, url = load_app_url(app_path, database_url)
+
+    async def read(conn: psycopg.AsyncConnection[Any]) -> tuple[Page, datetime]:
+        page = await read_page(conn, where, limit=limit, after=cursor)
+        clock = await (await conn.execute("SELECT akter_now()")).fetchone()
+        return page, clock[0] if clock is not None else datetime.now(UTC)
+
+    try:
+        page, now = read_view(url, read)
+    except InvalidInput as exc:
+        _fail(one_line(exc))
+    if as_json:
+        _echo_json({"executions": page.rows, "next_cursor": page.next_cursor})
+    else:
+        more = " (more: see the cursor below)" if page.next_cursor else ""
+        click.echo(f"{len(page.rows)} executions, newest first{more}")
+        for row in page.rows:
+            click.echo("\n".join(_row_lines(row, now)))
+        if page.next_cursor:
+            click.echo(f"next page: --after {page.next_cursor}")
+    sys.exit(EXIT_OK if page.rows else EXIT_NOTHING)
+
+
+def _render_counts(counts: Sequence[Count]) -> str:
+    lines = []
+    for c in counts:
+        status = c.status + (f" ({c.outcome})" if c.outcome else "")
+        lines.append(f"{c.actor_type}.{c.workflow}  {status}  {c.count}")
+    lines.append(f"total {sum(c.count for c in counts)}")
+    return "\n".join(lines)
+
+
+@executions_group.command("counts")
+@click.argument("app_path", metavar="APP")
+@_filter_options
+@database_option
+@json_option
+def counts_command(*, app_path: str, database_url: str | None, as_json: bool, **options: Any) -> None:
+    """How many executions match, by workflow, status and outcome."""
+    where = _filter(options) or ExecutionFilter()
+    _, url = load_app_url(app_path, database_url)
+    counts: list[Count] = read_view(url, lambda conn: read_counts(conn, where))
+    if as_json:
+        _echo_json({"counts": counts, "total": sum(c.count for c in counts)})
+    else:
+        click.echo(_render_counts(counts))
+    sys.exit(EXIT_OK if counts else EXIT_NOTHING)
+
+
+# ---- show -------------------------------------------------------------------------------------
+
+
+@executions_group.command("show")
+@click.argument("app_path", metavar="APP")
+@click.argument("execution_id")
+@database_option
+@json_option
+def show_command(*, app_path: str, execution_id: str, database_url: str | None, as_json: bool) -> None:
+    """One execution as a timeline: every step attempt, its timer, and why it waits."""
+    eid = parse_execution_id(execution_id)
+    app, url = load_app_url(app_path, database_url)
+    timeline = read_view(url, lambda conn: read_timeline(conn, app, eid))
+    if timeline is None:
+        _fail(
+            f"no execution {execution_id} is stored (never started, or pruned after retention)", EXIT_NOTHING
+        )
+    if as_json:
+        click.echo(json.dumps(timeline_json(timeline), indent=2, sort_keys=True))
+    else:
+        click.echo(render_timeline(timeline))
+
+
+# ---- interrupt and retry ----------------------------------------------------------------------
+
+
+def _operator(subject: str | None) -> User:
+    try:
+        return User(subject or getpass.getuser())
+    except (AkterError, OSError) as exc:
+        raise click.UsageError(f"--as: {one_line(exc)}") from exc
+
+
+def _with_client(
+    app_path: str, database_url: str | None, operator: User, act: Callable[[Any], Awaitable[T]]
+) -> T:
+    """``act`` on a client of APP's engine, started for the command, sending as ``operator``."""
+    app, url = load_app_url(app_path, database_url)
+    app.database_url = url
+
+    async def run() -> T:
+        # one connection first: an unreachable database is an answer now, not after the pool's
+        # start-up timeout
+        probe = await psycopg.AsyncConnection.connect(url, connect_timeout=10, application_name="akter-cli")
+        await probe.close()
+        async with app, app.client(operator) as client:
+            return await act(client)
+
+    try:
+        return asyncio.run(run())
+    except ConfigurationError as exc:
+        cli_support.fail_with(exc)
+    except psycopg.OperationalError as exc:
+        cli_support.fail_with(cli_support.cannot_connect(exc, url))
+    except psycopg.Error as exc:
+        cli_support.fail_with(cli_support.database_problem(exc, url))
+    except (AkterError, psycopg_pool.PoolTimeout) as exc:
+        _fail(one_line(exc))
+
+
+def _report(acted: Sequence[Acted], as_json: bool, verb: str) -> NoReturn:
+    from akter.operate.query import readable
+
+    if as_json:
+        _echo_json(
+            {
+                "acted": [
+                    {**jsonable(a), "error": None if a.error is None else one_line(a.error)} for a in acted
+                ]
+            }
+        )
+    for a in acted:
+        line = f"{readable(a.execution_id)}: {a.message}"
+        if as_json:
+            continue
+        if a.done:
+            click.echo(f"{verb} {line}")
+        else:
+            click.echo(f"akter: not {verb} {line}", err=True)
+    if not acted:
+        click.echo("akter: no execution matched", err=True)
+    sys.exit(EXIT_OK if acted and all(a.done for a in acted) else EXIT_NOTHING)
+
+
+_operator_option = click.option(
+    "--as",
+    "operator",
+    envvar="AKTER_OPERATOR",
+    metavar="SUBJECT",
+    help="Who is asking, recorded as user:SUBJECT (AKTER_OPERATOR; default: the login name).",
+)
+
+
+def _targets(execution_ids: Sequence[str], where: ExecutionFilter | None) -> None:
+    if not execution_ids and where is None:
+        raise click.UsageError("name executions by id, or give filters that match them")
+    for execution_id in execution_ids:
+        parse_execution_id(execution_id)
+
+
+@executions_group.command("interrupt")
+@click.argument("app_path", metavar="APP")
+@click.argument("execution_ids", metavar="[ID]...", nargs=-1)
+@_filter_options
+@click.option("--reason", help="Why: recorded with the execution; its result and timeline show it.")
+@_operator_option
+@database_option
+@json_option
+def interrupt_command(
+    *,
+    app_path: str,
+    execution_ids: tuple[str, ...],
+    reason: str | None,
+    operator: str | None,
+    database_url: str | None,
+    as_json: bool,
+    **options: Any,
+) -> None:
+    """Interrupt the executions named, and every open one the filters match: each replays to its
+    first unsettled step, runs its compensations and finishes as interrupted."""
+    where = _filter(options)
+    _targets(execution_ids, where)
+    who = _operator(operator)
+    acted = _with_client(
+        app_path,
+        database_url,
+        who,
+        lambda client: client.interrupt_executions(*execution_ids, where=where, reason=reason),
+    )
+    _report(acted, as_json, "interrupted")
+
+
+@executions_group.command("retry")
+@click.argument("app_path", metavar="APP")
+@click.argument("execution_ids", metavar="[ID]...", nargs=-1)
+@_filter_options
+@_operator_option
+@database_option
+@json_option
+def retry_command(
+    *,
+    app_path: str,
+    execution_ids: tuple[str, ...],
+    operator: str | None,
+    database_url: str | None,
+    as_json: bool,
+    **options: Any,
+) -> None:
+    """Retry the executions named, and every failed, defect or blocked one the filters match.
+
+    A failed or defect execution starts again as a new execution with the same input, linked to
+    the old one; a blocked one is offered to runners again now."""
+    where = _filter(options)
+    _targets(execution_ids, where)
+    who = _operator(operator)
+    acted = _with_client(
+        app_path, database_url, who, lambda client: client.retry_executions(*execution_ids, where=where)
+    )
+    _report(acted, as_json, "retried")

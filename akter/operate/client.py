@@ -1,0 +1,157 @@
+"""The operator's methods of a workflow client (``app.client()``) and of its blocking facade
+(``app.sync_client()``): find, show, interrupt, retry. ``OperatorClient`` and
+``SyncOperatorClient`` are what ``akter.App`` hands out: the workflow layer's clients with these
+methods mixed in from above. The actions are sent as the client's caller."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from akter.actor.sender import Sender
+from akter.callers import Caller
+from akter.errors import InvalidExecutionId
+from akter.ids import ExecutionId
+from akter.operate import actions
+from akter.operate.actions import Acted, Engine
+from akter.operate.query import (
+    DEFAULT_PAGE,
+    Count,
+    ExecutionFilter,
+    ExecutionRow,
+    Page,
+    iterate,
+    read_counts,
+    read_page,
+)
+from akter.operate.timeline import Timeline, read_timeline
+from akter.workflow.run import SyncWorkflowClient, WorkflowClient
+
+
+class Operations:
+    """Finding and acting on executions across actors. Filters are an ``ExecutionFilter`` or
+    its fields as keyword criteria (``tenant=``, ``workflow=``, ``status="blocked"``, ...)."""
+
+    sender: Sender
+    caller: Caller
+
+    def executions(
+        self, where: ExecutionFilter | None = None, /, *, page_size: int = DEFAULT_PAGE, **criteria: Any
+    ) -> AsyncIterator[ExecutionRow]:
+        """Every matching execution, newest first: ``async for row in client.executions(...)``.
+        Pages of ``page_size`` rows are read as the loop goes; no connection is held between."""
+        return iterate(self.sender.pool, ExecutionFilter.of(where, **criteria), page_size=page_size)
+
+    async def execution_page(
+        self,
+        where: ExecutionFilter | None = None,
+        /,
+        *,
+        limit: int = DEFAULT_PAGE,
+        after: str | None = None,
+        **criteria: Any,
+    ) -> Page:
+        """One page, newest first; ``page.next_cursor`` is the ``after`` of the next one."""
+        async with self.sender.pool.connection() as conn:
+            return await read_page(conn, ExecutionFilter.of(where, **criteria), limit=limit, after=after)
+
+    async def execution_counts(self, where: ExecutionFilter | None = None, /, **criteria: Any) -> list[Count]:
+        """How many executions match, by actor type, workflow, status and outcome."""
+        async with self.sender.pool.connection() as conn:
+            return await read_counts(conn, ExecutionFilter.of(where, **criteria))
+
+    async def timeline(self, execution_id: str) -> Timeline:
+        """One execution's record, step attempts, timer and why it waits, read in one snapshot;
+        ``InvalidExecutionId`` when no such execution is stored."""
+        eid = ExecutionId.parse(execution_id)
+        async with self.sender.pool.connection() as conn, conn.transaction():
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            found = await read_timeline(conn, self.sender, eid)
+        if found is None:
+            raise InvalidExecutionId(f"no execution {execution_id} is stored (never started, or pruned)")
+        return found
+
+    async def interrupt_executions(
+        self, *execution_ids: str, where: ExecutionFilter | None = None, reason: str | None = None
+    ) -> list[Acted]:
+        """Interrupt the executions named, and every open one ``where`` matches, with an
+        optional ``reason`` that their result and timeline show."""
+        engine: Engine = self.sender
+        done = [await actions.interrupt(engine, i, caller=self.caller, reason=reason) for i in execution_ids]
+        if where is not None:
+            done += await actions.interrupt_matching(engine, where, caller=self.caller, reason=reason)
+        return done
+
+    async def retry_executions(
+        self, *execution_ids: str, where: ExecutionFilter | None = None
+    ) -> list[Acted]:
+        """Retry the executions named, and every failed, defect or blocked one ``where`` matches:
+        a failed one starts again as a new execution (``Acted.new_execution_id``) linked to it, a
+        blocked one is offered to runners again now."""
+        engine: Engine = self.sender
+        done = [await actions.retry(engine, i, caller=self.caller) for i in execution_ids]
+        if where is not None:
+            done += await actions.retry_matching(engine, where, caller=self.caller)
+        return done
+
+
+class SyncOperations:
+    """The same, blocking, for ``app.sync_client()``."""
+
+    def _operations(self) -> tuple[Any, Operations]:
+        loop, client = getattr(self, "_loop"), getattr(self, "_client")  # noqa: B009 -- set by SyncClient
+        if not isinstance(client, Operations):  # the sync facade wraps what the async one made
+            raise TypeError(f"expected a workflow client, got {type(client).__name__}")
+        return loop, client
+
+    def executions(
+        self, where: ExecutionFilter | None = None, /, *, page_size: int = DEFAULT_PAGE, **criteria: Any
+    ) -> Iterator[ExecutionRow]:
+        """Every matching execution, newest first, read a page at a time as iteration goes."""
+        loop, client = self._operations()
+        where = ExecutionFilter.of(where, **criteria)
+        after: str | None = None
+        while True:
+            page: Page = loop.run(client.execution_page(where, limit=page_size, after=after))
+            yield from page.rows
+            if page.next_cursor is None:
+                return
+            after = page.next_cursor
+
+    def execution_page(
+        self,
+        where: ExecutionFilter | None = None,
+        /,
+        *,
+        limit: int = DEFAULT_PAGE,
+        after: str | None = None,
+        **criteria: Any,
+    ) -> Page:
+        loop, client = self._operations()
+        return loop.run(client.execution_page(where, limit=limit, after=after, **criteria))  # type: ignore[no-any-return]
+
+    def execution_counts(self, where: ExecutionFilter | None = None, /, **criteria: Any) -> list[Count]:
+        loop, client = self._operations()
+        return loop.run(client.execution_counts(where, **criteria))  # type: ignore[no-any-return]
+
+    def timeline(self, execution_id: str) -> Timeline:
+        loop, client = self._operations()
+        return loop.run(client.timeline(execution_id))  # type: ignore[no-any-return]
+
+    def interrupt_executions(
+        self, *execution_ids: str, where: ExecutionFilter | None = None, reason: str | None = None
+    ) -> list[Acted]:
+        loop, client = self._operations()
+        return loop.run(client.interrupt_executions(*execution_ids, where=where, reason=reason))  # type: ignore[no-any-return]
+
+    def retry_executions(self, *execution_ids: str, where: ExecutionFilter | None = None) -> list[Acted]:
+        loop, client = self._operations()
+        return loop.run(client.retry_executions(*execution_ids, where=where))  # type: ignore[no-any-return]
+
+
+class OperatorClient(Operations, WorkflowClient):
+    """``app.client()``: sends, starts and re-attaches to executions, and operates on them."""
+
+
+class SyncOperatorClient(SyncOperations, SyncWorkflowClient):
+    """``app.sync_client()``: the same, blocking."""

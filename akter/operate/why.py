@@ -1,0 +1,74 @@
+"""Why an execution is where it is, in one line: what the list shows beside each row and the
+timeline shows at its head. Pure: it reads what the queries read and decides the words."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import attrs
+
+from akter.inspect.decode import one_line
+from akter.inspect.render import when
+from akter.workflow.commands import interrupted_note
+
+
+@attrs.frozen
+class Pending:
+    """A step occurrence's attempt written pending and not settled yet."""
+
+    step: str
+    kind: str
+    attempt: int
+    wait_tag: str | None
+    #: a wait: the owner's events at or below this sequence are behind it
+    after_event: int | None
+    due_at: datetime | None
+    started_at: datetime
+
+
+def pending_note(p: Pending, now: datetime, *, named: bool = True) -> str:
+    """What one pending step waits for; ``named`` adds which step it is."""
+    step = f" ({p.step})" if named else ""
+    if p.kind == "clock" and p.due_at is not None:
+        return f"sleeping until {when(p.due_at, now)}{step}"
+    if p.kind == "wait":
+        until = f"until {when(p.due_at, now)}" if p.due_at is not None else "with no deadline"
+        return f"waiting for {p.wait_tag} after event #{p.after_event} {until}{step}"
+    if p.kind == "activity":
+        return f"running activity {p.step} attempt {p.attempt} since {when(p.started_at, now)}"
+    return f"{p.kind} {p.step} pending since {when(p.started_at, now)}"
+
+
+def why(  # noqa: PLR0911 -- one answer per situation, in the order an operator asks
+    *,
+    status: str,
+    outcome: str | None,
+    blocked_reason: str | None,
+    interrupt: bool,
+    interrupted_by: str | None,
+    interrupt_reason: str | None,
+    pending: Sequence[Pending],
+    timer_due_at: datetime | None,
+    timer_parked: str | None,
+    now: datetime,
+) -> str:
+    if status == "finished":
+        if outcome == "interrupted":
+            return f"finished: {interrupted_note(interrupted_by, interrupt_reason)}"
+        return f"finished: {outcome}"
+    if interrupt:
+        return (
+            f"{interrupted_note(interrupted_by, interrupt_reason)}; stopping (compensating, then finishing)"
+        )
+    if status == "suspended" and blocked_reason is not None:
+        return f"blocked: {one_line(blocked_reason)}"
+    if timer_parked is not None:
+        return f"blocked: its resume timer is parked: {one_line(timer_parked)}"
+    if pending:
+        return " or ".join(pending_note(p, now) for p in pending)
+    if status == "running":
+        return "running a pass"
+    if timer_due_at is not None:
+        return f"resumes at {when(timer_due_at, now)}"
+    return "suspended with nothing due (no timer)"
