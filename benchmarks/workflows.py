@@ -88,7 +88,9 @@ sys.path.insert(0, str(ROOT))
 
 IN_FLIGHT = 16
 SIDES = ("akter", "dbos")
-PHASES = ("floor", "seq", "conc", "sleep", "event", "replay")
+#: phases DBOS has no counterpart of (its workflows run in the starting process)
+AKTER_ONLY = ("floor", "remote")
+PHASES = ("floor", "seq", "remote", "conc", "sleep", "event", "replay")
 
 
 # ---- small helpers ------------------------------------------------------------------------------
@@ -259,6 +261,52 @@ async def akter_seq(url: str, n: int) -> dict[str, Any]:
         "floor_inline": ms(floor),
         "cpu_ms_per_workflow": {k: v / n * 1000 for k, v in cpu.items()},
     }
+
+
+async def akter_remote(url: str, n: int) -> dict[str, Any]:
+    """The same workflows started by a client whose process runs no relay: ``akter relay`` runs
+    in a child process of its own, as production runs it. A start then reaches the owner's relay
+    through the timer and its ``NOTIFY``, and the result through the result listener."""
+    import workflow_app
+
+    env = {
+        **os.environ,
+        "AKTER_DATABASE_URL": url,
+        "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT)]),
+        "AKTER_BENCH_POOL": "10",
+        "AKTER_LOG_LEVEL": "warning",
+    }
+    relay = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "akter", "relay", "workflow_app:app",
+        cwd=str(HERE), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    app = workflow_app.make_app(url, pool_size=4)
+    tenant = f"t{uuid.uuid4().hex[:6]}"
+    try:
+        async with app.client() as client:
+
+            async def one(workflow: Any, i: int) -> float:
+                start = time.perf_counter()
+                handle = client.actor(workflow_app.Orders, f"{workflow.name}-{i}", tenant=tenant)
+                run = await handle.start(workflow, workflow_app.Job(n=i))
+                assert (await run.result(timeout=60)).unwrap() is not None
+                return time.perf_counter() - start
+
+            await one(workflow_app.Zero, 10_000_000)  # the relay is up and owns every bucket
+            for i in range(20):
+                await one(workflow_app.Ten, 10_000_001 + i)
+                await one(workflow_app.Zero, 10_000_001 + i)
+            ten: list[float] = []
+            zero: list[float] = []
+            for i in range(n):
+                ten.append(await one(workflow_app.Ten, i))
+                zero.append(await one(workflow_app.Zero, i))
+    finally:
+        relay.terminate()
+        _, err = await relay.communicate()
+        if relay.returncode not in (0, -15):
+            sys.stderr.write(err.decode()[-4000:])
+    return {"ten": ms(ten), "zero": ms(zero)}
 
 
 async def akter_conc(url: str, n: int) -> dict[str, Any]:
@@ -594,6 +642,7 @@ AKTER_PHASES: dict[str, Callable[[str, int], Any]] = {
     "floor": akter_floor,
     "seq": akter_seq,
     "conc": akter_conc,
+    "remote": akter_remote,
     "sleep": akter_sleep,
     "event": akter_event,
     "replay": akter_replay,
@@ -685,6 +734,26 @@ def summarize(
     row("10-activity workflow p50", "seq", lambda r: r["ten"]["p50_ms"], "ms")
     row("0-activity workflow p50", "seq", lambda r: r["zero"]["p50_ms"], "ms")
     row("per-step overhead (marginal)", "seq", per_step, "ms")
+    # against DBOS's in-process figure of the same round: DBOS has no relay to run elsewhere
+    remote = [(r["akter"]["remote"], r["dbos"].get("seq")) for r in rounds if "remote" in r.get("akter", {})]
+    for name, pick in (
+        ("0-activity workflow p50, relay in another process", lambda x: x["zero"]["p50_ms"]),
+        ("10-activity workflow p50, relay in another process", lambda x: x["ten"]["p50_ms"]),
+    ):
+        a = [pick(x) for x, _ in remote]
+        d = [pick(y) for _, y in remote if y is not None] if with_dbos else []
+        ratios = [pick(x) / pick(y) for x, y in remote if y is not None and pick(y)] if with_dbos else []
+        rows.append(
+            {
+                "metric": name,
+                "unit": "ms",
+                "akter": median_of(a),
+                "dbos": median_of(d) if d else None,
+                "akter_over_dbos": median_of(ratios) if ratios else None,
+                "akter_rounds": a,
+                "dbos_rounds": d,
+            }
+        )
     row(
         "per-step CPU of this process (marginal)",
         "seq",
@@ -779,7 +848,7 @@ def measure(
         for phase in phases:
             order = SIDES if r % 2 == 0 else tuple(reversed(SIDES))
             for side in order:
-                if side == "dbos" and (not with_dbos or phase == "floor"):
+                if side == "dbos" and (not with_dbos or phase in AKTER_ONLY):
                     continue
                 try:
                     this[side][phase] = run_child(side, phase, urls[side], args.n, sys.executable)

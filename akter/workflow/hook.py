@@ -2,10 +2,15 @@
 
 Inside the turn's transaction, under the owner's row lock:
 
-* staged starts insert their execution rows (a repeated keyed start attaches) and arm their
-  timers due now, with a ``NOTIFY`` so the owning relay begins at once;
+* staged starts insert their execution rows (a repeated keyed start attaches). When a runner of
+  this process owns the actor, the timer is armed as a recovery timer and the runner runs the
+  first pass as soon as the turn commits — no ``NOTIFY``, claim or resume turn in between;
+  otherwise the timer is due now, with a ``NOTIFY`` so the owning relay begins at once;
 * a resume marks its execution running and turns its timer into a recovery timer — or, when no
   runner of this process owns the actor, makes it due now (below);
+* a start or resume handed to this process's runner takes the runner's *generation* of the actor
+  (``runner.py``) inside the turn, which holds the row lock already, when the runner holds none:
+  the pass then needs no activation commit of its own;
 * an interrupt checks its execution id, flags the execution with who asked and makes its timer
   due now, with a ``NOTIFY``;
 * emitted events make the timers of pending matching waits due now (invariant 6).
@@ -60,6 +65,13 @@ log = logging.getLogger("akter.workflow")
 RECOVERY_INTERVAL = timedelta(seconds=30)
 
 
+def _taken(row: tuple[Any, ...] | None, held: int | None) -> int | None:
+    """The generation a handoff statement took in the turn, or the one the runner held."""
+    if row is not None and row[0] is not None:
+        return int(row[0])
+    return held
+
+
 def wait_tags(workflows: dict[str, Workflow[Any, Any]]) -> frozenset[str]:
     return frozenset(
         step.event.__name__
@@ -88,24 +100,38 @@ class WorkflowHook:
         ref = record.ref
         notify = False
         base = {**ref.key_params(), "bucket": ref.bucket}
+        runner = self._owner(ref)
+        #: the generation the first handoff of this turn took (or found held) for the runner
+        generation = None if runner is None else runner.generation(ref)
         for item in turn.staged.get(LAYER, ()):
             if isinstance(item, StartMark):
-                notify = True
-                await conn.execute(queries.START, {**base, **self._start_params(turn, item)})
+                params = {**base, **self._start_params(turn, item)}
+                if runner is None:
+                    notify = True
+                    await conn.execute(queries.START, params)
+                    continue
+                # this process runs the first pass itself, once the turn commits: the timer is
+                # only the recovery should it die first
+                params |= {"due": self._recovery_due(record), "activate": generation is None}
+                row = await (await conn.execute(queries.START_HERE, params)).fetchone()
+                generation = _taken(row, generation)
+                if row is not None and row[1]:
+                    record.on_commit(functools.partial(runner.schedule, ref, item.execution_id, generation))
             elif isinstance(item, ResumeMark):
-                runner = self._owner(ref)
+                params = {**base, "eid": str(item.execution_id)}
                 if runner is None:
                     # due now, with a notify: the owner's relay delivers another resume at once
-                    due = None
                     notify = True
                     log.info(
                         "execution resumed where its actor is not owned",
                         extra=logs.fields(execution=item.execution_id),
                     )
-                else:
-                    due = datetime.fromtimestamp(record.now_ms / 1000, tz=UTC) + self.recovery
-                    record.on_commit(functools.partial(runner.schedule, ref, item.execution_id))
-                await conn.execute(queries.RESUME_TURN, {**base, "eid": str(item.execution_id), "due": due})
+                    await conn.execute(queries.RESUME_TURN, {**params, "due": None})
+                    continue
+                params |= {"due": self._recovery_due(record), "activate": generation is None}
+                row = await (await conn.execute(queries.RESUME_HERE, params)).fetchone()
+                generation = _taken(row, generation)
+                record.on_commit(functools.partial(runner.schedule, ref, item.execution_id, generation))
             elif isinstance(item, InterruptMark):
                 notify = await self._interrupt(conn, turn, base, item) or notify
         if record.events:
@@ -115,6 +141,10 @@ class WorkflowHook:
                 notify = notify or cur.rowcount > 0
         if notify:
             await conn.execute(outbox_queries.NOTIFY, {"bucket_text": str(ref.bucket)})
+
+    def _recovery_due(self, record: Committed) -> datetime:
+        """The recovery time of a pass this process runs, on the database clock the turn read."""
+        return datetime.fromtimestamp(record.now_ms / 1000, tz=UTC) + self.recovery
 
     def _start_params(self, turn: Turn[Any], item: StartMark) -> dict[str, Any]:
         workflow = item.workflow

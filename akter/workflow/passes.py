@@ -135,6 +135,8 @@ class Pass:
         #: rows this pass changed: a refused suspension with no change since the last is backed off
         self.writes = 0
         self.driver: Driver | None = None
+        #: the pass ended because its generation no longer held
+        self.stale = False
 
     def _driver(self) -> Driver:
         """The driver of this pass (set once the execution loaded and was judged replayable)."""
@@ -172,6 +174,7 @@ class Pass:
         try:
             await self._run()
         except Stale as exc:
+            self.stale = True
             log.info("pass abandoned: %s", exc, extra=logs.fields(execution=self.eid))
             self.runner.forget(self.ref, self.generation)
         finally:

@@ -58,9 +58,9 @@ def _arm_from(source: str) -> str:
 # A start: insert the execution (a repeated keyed start attaches: DO NOTHING) with its cursor at
 # the owner's event sequence as it stands before this turn's own events are written (the turn
 # hooks run before the kernel's write), and arm its timer due now.
-START: LiteralString = (
+_START_CTES: LiteralString = (
     """
-WITH g AS (SELECT event_seq FROM actor_generations WHERE """
+g AS (SELECT event_seq FROM actor_generations WHERE """
     + OWNER
     + """),
 ins AS (
@@ -72,20 +72,60 @@ ins AS (
            'running', akter_now(), akter_now()
       FROM g
     ON CONFLICT (routing_key, execution_id) DO NOTHING
-    RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal)
-"""
+    RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal)"""
+)
+START: LiteralString = "WITH" + _START_CTES + _arm_from("ins")
+
+# The activation a turn takes for the runner of this process that owns the actor and holds no
+# generation of it yet: the turn holds the owner's row lock already, so the new generation
+# commits with the turn instead of in a commit of its own before the pass (%(activate)s false:
+# the runner holds one, which the pass reuses).
+_ACTIVATE_IN_TURN: LiteralString = (
+    """
+gen AS (
+    UPDATE actor_generations SET generation = generation + 1
+     WHERE """
+    + OWNER
+    + """ AND %(activate)s
+    RETURNING generation)"""
+)
+
+# A start whose owner this process runs: its timer is armed as a recovery timer (%(due)s, no
+# NOTIFY, no relay hop) and the runner runs the first pass once the turn commits. ``started``
+# is 0 for a repeated keyed start (it attaches: nothing to run).
+START_HERE: LiteralString = (
+    "WITH"
+    + _ACTIVATE_IN_TURN
+    + ","
+    + _START_CTES
+    + ",\narm AS ("
     + _arm_from("ins")
+    + """ RETURNING 1)
+SELECT (SELECT generation FROM gen) AS generation, (SELECT count(*) FROM arm) AS started"""
 )
 
 # A resume turn: the execution is running again, and its timer becomes a recovery timer a fixed
 # interval ahead, so that if this process dies before the pass suspends or finishes, the relay
 # delivers another resume.
-RESUME_TURN: LiteralString = """
-WITH x AS (
+_RESUME_CTE: LiteralString = """
+x AS (
     UPDATE actor_workflow_executions SET status = 'running', updated_at = akter_now()
      WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND status <> 'finished'
-    RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal)
-""" + _arm_from("x")
+    RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal)"""
+RESUME_TURN: LiteralString = "WITH" + _RESUME_CTE + _arm_from("x")
+
+# The resume turn for the runner of this process that owns the actor, taking its generation in
+# the turn when it holds none (``_ACTIVATE_IN_TURN``).
+RESUME_HERE: LiteralString = (
+    "WITH"
+    + _ACTIVATE_IN_TURN
+    + ","
+    + _RESUME_CTE
+    + ",\narm AS ("
+    + _arm_from("x")
+    + """ RETURNING 1)
+SELECT (SELECT generation FROM gen) AS generation"""
+)
 
 # A turn emitted events: executions of this owner with a pending wait on one of their tags get
 # their timer due now (inserted if the wait had none), so no event is missed (invariant 6).

@@ -4,8 +4,11 @@ It plugs into a relay (``akter.outbox.relay.RelayPlugin``). Every resume arrives
 turn the relay delivers (invariant 4); after that turn commits, the workflow hook hands the
 execution here and a ``Pass`` runs it. Before an actor's first pass in this process the runner
 *activates* it: it takes a new generation on the actor row, and every write of its passes
-proves that generation still holds. If another process activates the actor later (ownership
-moved), this runner's writes fence out, and it forgets the activation.
+proves that generation still holds. A start or resume turn committed in this process takes
+that generation inside the turn (``hook.py``), so a pass normally needs no activation commit of
+its own; ``ACTIVATE`` remains for a pass scheduled without one. If another process activates
+the actor later (ownership moved), this runner's writes fence out, and it forgets the
+activation.
 
 A resume for an execution whose pass is already running wakes that pass (a new event, an
 interrupt) instead of starting a second one; if it arrives as the pass is ending, the pass is
@@ -133,7 +136,15 @@ class WorkflowRunner:
             await asyncio.gather(*self._tasks, return_exceptions=True)
             self._claimed = False
 
-    def schedule(self, ref: ActorRef, eid: ExecutionId) -> None:
+    def generation(self, ref: ActorRef) -> int | None:
+        """The generation this runner holds of ``ref`` (while a pass of it runs or is scheduled)."""
+        return self._generations.get(ref)
+
+    def schedule(self, ref: ActorRef, eid: ExecutionId, generation: int | None = None) -> None:
+        """Run a pass of ``eid``; ``generation``: one a committed turn took (or found held) for
+        this runner, so the pass needs no activation of its own."""
+        if generation is not None and generation > self._generations.get(ref, 0):
+            self._generations[ref] = generation
         key = str(eid)
         running = self._passes.get(key)
         if running is not None:
@@ -141,6 +152,9 @@ class WorkflowRunner:
             running.wake.set()
             return
         self._quiet.clear()
+        # counted now, not when the task starts: the actor's generation must outlive every pass
+        # of it that another ending pass could see as the last one
+        self._running[ref] = self._running.get(ref, 0) + 1
         task = asyncio.create_task(self._run_pass(ref, eid), name=f"pass {key[:40]}")
         self._tasks.add(task)
         task.add_done_callback(self._done)
@@ -174,13 +188,13 @@ class WorkflowRunner:
                     row = await cur.fetchone()
                 if row is None:
                     raise LookupError(f"{ref} has no actor row")
-                generation = self._generations[ref] = int(row[0])
+                # a turn may have taken a newer one for this runner meanwhile: the newest holds
+                generation = self._generations[ref] = max(int(row[0]), self._generations.get(ref, 0))
                 log.debug("activated %s at generation %d", ref, generation)
             return generation
 
     async def _run_pass(self, ref: ActorRef, eid: ExecutionId) -> None:
         key = str(eid)
-        self._running[ref] = self._running.get(ref, 0) + 1
         try:
             await self._pass_loop(ref, eid, key)
         finally:
@@ -206,6 +220,8 @@ class WorkflowRunner:
                 else:
                     log.exception("pass of %s failed; its recovery timer will resume it", key)
                 return
+            if p.stale and self._generations.get(ref, 0) > p.generation and self.owns(ref):
+                continue  # a turn took a newer generation for this runner meanwhile: run under it
             if key not in self._rerun or not self.owns(ref):
                 return
 
