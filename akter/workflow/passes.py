@@ -137,6 +137,9 @@ class Pass:
         self.driver: Driver | None = None
         #: the pass ended because its generation no longer held
         self.stale = False
+        #: attempts run and recorded in the driver, not written yet: (key, attempt, exit). The
+        #: next fenced write settles them first, in its own statement when it can (sql/010)
+        self.unsettled: list[tuple[StepKey, int, bytes]] = []
 
     def _driver(self) -> Driver:
         """The driver of this pass (set once the execution loaded and was judged replayable)."""
@@ -154,10 +157,44 @@ class Pass:
             return await cur.fetchone() if cur.description else None
 
     async def _fenced(self, sql: Any, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        await self._flush()
+        return await self._fenced_now(sql, extra)
+
+    async def _fenced_now(self, sql: Any, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         row = await self._one(sql, extra)
         if row is None or not row["fenced"]:
             raise Stale(f"generation {self.generation} of {self.ref} no longer holds")
         return row
+
+    def _take_unsettled(self) -> list[tuple[StepKey, int, bytes]]:
+        taken, self.unsettled = self.unsettled, []
+        return taken
+
+    async def _settling(
+        self, sql: Any, extra: dict[str, Any], carry: list[tuple[StepKey, int, bytes]] | None = None
+    ) -> dict[str, Any]:
+        """A fenced write that settles the attempts run so far (``carry``, or all not written
+        yet) in the same statement. Should it not complete, they are left to the next write."""
+        settles = self._take_unsettled() if carry is None else carry
+        params = {
+            **extra,
+            "steps": [k.step for k, _, _ in settles],
+            "scopes": [k.scope for k, _, _ in settles],
+            "occurrences": [k.occurrence for k, _, _ in settles],
+            "attempts": [a for _, a, _ in settles],
+            "exits": [e for _, _, e in settles],
+        }
+        try:
+            return await self._fenced_now(sql, params)
+        except BaseException:
+            self.unsettled[:0] = settles  # settling twice is harmless: only an open row settles
+            raise
+
+    async def _flush(self) -> None:
+        """Write the settles of attempts already run, before the pass waits for anything else:
+        a step's outcome is never left unwritten while the pass is idle."""
+        if self.unsettled:
+            await self._settling(queries.SETTLE_STEPS, {})
 
     async def _reload(self, key: StepKey) -> None:
         async with self.runtime.pool.connection() as conn:
@@ -303,7 +340,9 @@ class Pass:
                 wanted.add(key)
                 if key not in self.inflight and key not in self.draining:
                     self._calls[key] = need.call
-                    self.inflight[key] = asyncio.create_task(self._attempt(need))
+                    # the settles so far ride on this attempt's pending write (one statement)
+                    carry = self._take_unsettled()
+                    self.inflight[key] = asyncio.create_task(self._attempt(need, carry))
                 return None
             case RetryAt(due_ms=due):
                 return due
@@ -358,6 +397,7 @@ class Pass:
             self._take(task)
 
     async def _await_progress(self, due_ms: int | None) -> None:
+        await self._flush()
         timeout = None if due_ms is None else max(0.0, (due_ms - self.now_ms()) / 1000)
         waker = asyncio.ensure_future(self.wake.wait())
         try:
@@ -397,12 +437,13 @@ class Pass:
 
     # ---- activities ---------------------------------------------------------------------------
 
-    async def _attempt(self, need: RunActivity) -> StepRow:
+    async def _attempt(self, need: RunActivity, carry: list[tuple[StepKey, int, bytes]]) -> StepRow:
         call, key, attempt = need.call, need.key, need.attempt
         step = call.step
-        due = datetime.fromtimestamp(self.now_ms() / 1000, tz=UTC) + self.runner.hook.recovery
-        begun = await self._fenced(
-            queries.BEGIN_ATTEMPT, {**_key_params(key), "attempt": attempt, "due": due}
+        begun = await self._settling(
+            queries.BEGIN,
+            {**_key_params(key), "attempt": attempt, "recovery": self.runner.hook.recovery},
+            carry,
         )
         started_ms = begun["started_ms"]
         if begun["exit"] is not None:  # another runner settled it; take its exit
@@ -460,12 +501,13 @@ class Pass:
         if self.interrupting:
             exit_["after_interrupt"] = True
         await faults.hit("workflow.before_settle", self.ref.actor_id, str(self.eid))
-        settled = await self._fenced(
-            queries.SETTLE, {**_key_params(key), "attempt": attempt, "exit": codec.encode(exit_)}
-        )
+        # recorded in the driver now, written with the pass's next write (one statement per step
+        # boundary): the body goes on in memory, and nothing outside the pass acts on the
+        # outcome before that write commits — the next attempt's work starts after it
+        encoded = codec.encode(exit_)
+        self.unsettled.append((key, attempt, encoded))
         self.writes += 1
-        recorded = codec.decode_primitive(bytes(settled["exit"]))
-        return StepRow(key, attempt, "activity", recorded, None, started_ms)
+        return StepRow(key, attempt, "activity", codec.decode_primitive(encoded), None, started_ms)
 
     @staticmethod
     async def _call(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], limit: Any) -> Any:
@@ -578,7 +620,7 @@ class Pass:
         driver = self._driver()
         await faults.hit("workflow.before_suspend", self.ref.actor_id, str(self.eid))
         due = None if due_ms is None else datetime.fromtimestamp(due_ms / 1000, tz=UTC)
-        check = await self._fenced(
+        check = await self._settling(
             queries.SUSPEND,
             {
                 "due": due,
@@ -599,7 +641,7 @@ class Pass:
 
     async def _finish(self, workflow: Workflow[Any, Any], final: Ok | Raise) -> None:
         outcome, exit_ = self._result(workflow, final)
-        row = await self._fenced(
+        row = await self._settling(
             queries.FINISH,
             {
                 "outcome": outcome,

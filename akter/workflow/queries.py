@@ -180,38 +180,30 @@ ACTIVATE: LiteralString = (
     "UPDATE actor_generations SET generation = generation + 1 WHERE " + OWNER + " RETURNING generation"
 )
 
-# An activity attempt written pending before its work starts (a rerun finds its own row and
-# reuses it), with the timer moved to a recovery time ahead.
-BEGIN_ATTEMPT: LiteralString = (
-    "WITH "
-    + _FENCE
-    + """,
-st AS (
-    INSERT INTO actor_workflow_step (routing_key, execution_id, step, scope, occurrence, attempt, kind,
-                                     started_at)
-    SELECT %(rk)s, %(eid)s, %(step)s, %(scope)s, %(occurrence)s, %(attempt)s, 'activity', akter_now()
-      FROM fence
-    ON CONFLICT (routing_key, execution_id, step, scope, occurrence, attempt)
-    DO UPDATE SET kind = excluded.kind
-    RETURNING (extract(epoch FROM started_at) * 1000)::bigint AS started_ms, exit),
-x AS (SELECT routing_key, execution_id, tenant, actor_type, actor_id, principal
-        FROM actor_workflow_executions, fence
-       WHERE routing_key = %(rk)s AND execution_id = %(eid)s),
-arm AS ("""
-    + _arm_from("x")
-    # never move a timer later: an earlier one is a pending wake-up or already a recovery
-    # timer, and leaving it costs no write (most steps of a pass find one ~30 s ahead)
-    + """ WHERE actor_outbox.due_at > excluded.due_at RETURNING 1)
-SELECT (SELECT count(*) FROM fence) AS fenced, st.started_ms, st.exit
-  FROM (SELECT 1) one LEFT JOIN st ON true"""
+# The owner, the generation and the execution: the fence of the lock-first functions.
+_FENCED_ARGS = "%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(generation)s, %(eid)s"
+# Activity attempts the pass ran and has not written yet, settled first by the statements that
+# take them (sql/010): parallel arrays of step, scope, occurrence, attempt and exit.
+_SETTLES = (
+    "%(steps)s::text[], %(scopes)s::text[], %(occurrences)s::int[], %(attempts)s::int[], %(exits)s::bytea[]"
 )
 
-# Settle an activity attempt exactly once; the loser of a settle race reads the winner's exit
-# (a lock-first function: sql/005).
-SETTLE: LiteralString = """
-SELECT fenced, exit
-  FROM akter_wf_settle(%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(generation)s, %(eid)s,
-                       %(step)s, %(scope)s, %(occurrence)s, %(attempt)s, %(exit)s)"""
+# One statement per step boundary (sql/010): settle what the pass ran, then write the next
+# attempt pending before its work starts (a rerun finds its own row and reuses it; an attempt
+# another runner settled returns its exit), with the recovery timer armed %(recovery)s after the
+# database clock unless one is due sooner.
+BEGIN: LiteralString = (
+    "SELECT fenced, settled, started_ms, exit FROM akter_wf_begin("
+    + _FENCED_ARGS
+    + ", %(bucket)s::smallint, "
+    + _SETTLES
+    + ", %(step)s, %(scope)s, %(occurrence)s, %(attempt)s, %(recovery)s)"
+)
+
+# Settle what the pass ran, before it waits for anything but its own writes (sql/010).
+SETTLE_STEPS: LiteralString = (
+    "SELECT fenced, settled FROM akter_wf_settle_steps(" + _FENCED_ARGS + ", " + _SETTLES + ")"
+)
 
 # A step recorded settled at once (a race's winner, a version marker) or pending with a due
 # time recorded once (a clock, a wait's deadline). DO NOTHING keeps the first record.
@@ -292,15 +284,18 @@ UPDATE actor_workflow_step s SET scanned = greatest(s.scanned, %(scanned)s)
 RETURNING 1 AS fenced"""
 )
 
-# Suspension (a lock-first function: sql/005): abandoned branches' pending waits and clocks are
-# settled; refused (nothing else written) when an interrupt the pass does not know of is pending
-# or a live wait has an event it has not scanned — the pass goes on instead. Otherwise the
-# execution is suspended and its timer armed at %(due)s, or deleted when nothing is due.
-SUSPEND: LiteralString = """
-SELECT fenced, interrupt, unscanned
-  FROM akter_wf_suspend(%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(generation)s, %(eid)s,
-                        %(bucket)s::smallint, %(due)s, %(abandon)s::text[], %(knows_interrupt)s,
-                        %(abandoned)s, %(notify_within)s)"""
+# Suspension (a lock-first function: sql/005, after the settles of sql/010): abandoned
+# branches' pending waits and clocks are settled; refused (nothing else written) when an
+# interrupt the pass does not know of is pending or a live wait has an event it has not scanned
+# — the pass goes on instead. Otherwise the execution is suspended and its timer armed at
+# %(due)s, or deleted when nothing is due.
+SUSPEND: LiteralString = (
+    "SELECT fenced, interrupt, unscanned FROM akter_wf_suspend_settled("
+    + _FENCED_ARGS
+    + ", %(bucket)s::smallint, "
+    + _SETTLES
+    + ", %(due)s, %(abandon)s::text[], %(knows_interrupt)s, %(abandoned)s, %(notify_within)s)"
+)
 
 LEAVE_BLOCKED: LiteralString = (
     "WITH "
@@ -316,12 +311,16 @@ x AS (
     + _arm_from("x")
 )
 
-# Finishing (a lock-first function: sql/005): the first terminal write wins; steps still pending
-# are settled with %(pending_exit)s; the timer is deleted; waiting clients are notified.
-FINISH: LiteralString = """
-SELECT fenced, finished
-  FROM akter_wf_finish(%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(generation)s, %(eid)s,
-                       %(outcome)s, %(result)s, %(interrupt_exit)s, %(drop_steps)s)"""
+# Finishing (a lock-first function: sql/005, after the settles of sql/010): the first terminal
+# write wins; steps still pending are settled with %(pending_exit)s; the timer is deleted;
+# waiting clients are notified.
+FINISH: LiteralString = (
+    "SELECT fenced, finished FROM akter_wf_finish_settled("
+    + _FENCED_ARGS
+    + ", "
+    + _SETTLES
+    + ", %(outcome)s, %(result)s, %(interrupt_exit)s, %(drop_steps)s)"
+)
 
 # An execution whose resume timer the relay parked (sql/007) is blocked too, for that reason.
 POLL: LiteralString = """
