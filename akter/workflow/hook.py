@@ -65,11 +65,54 @@ log = logging.getLogger("akter.workflow")
 RECOVERY_INTERVAL = timedelta(seconds=30)
 
 
-def _taken(row: tuple[Any, ...] | None, held: int | None) -> int | None:
-    """The generation a handoff statement took in the turn, or the one the runner held."""
-    if row is not None and row[0] is not None:
-        return int(row[0])
-    return held
+class _Handoff:
+    """The executions one turn hands to this process's runner, under one generation: the first
+    handoff takes it in the turn when the runner holds none, the others reuse it."""
+
+    def __init__(self, record: Committed, runner: WorkflowRunner | None, held: int | None) -> None:
+        self.record = record
+        self.runner = runner
+        self.generation = held
+        self._asked = held is not None
+
+    def activate(self) -> bool:
+        """Whether this handoff's statement takes the generation (only the turn's first does)."""
+        first = not self._asked
+        self._asked = True
+        return first
+
+    def _took(self, row: tuple[Any, ...] | None) -> None:
+        if row is not None and row[0] is not None:
+            self.generation = int(row[0])
+
+    def started(self, item: StartMark, params: dict[str, Any], row: tuple[Any, ...] | None) -> None:
+        self._took(row)
+        if row is None or not row[1] or self.runner is None:
+            return  # a repeated keyed start attached: nothing new to run
+        head = {
+            "workflow": params["workflow"],
+            "key": params["key"],
+            "manifest_hash": params["manifest_hash"],
+            "payload": params["payload"],
+            "principal": params["principal"],
+            "versions": params["versions"],
+            "event_cursor": int(row[2]),
+            "status": "running",
+            "interrupt": False,
+            "history_format": 2,
+            "now_ms": self.record.now_ms,
+            "step": None,
+        }
+        self.record.on_commit(
+            functools.partial(self.runner.schedule, self.record.ref, item.execution_id, self.generation, head)
+        )
+
+    def resumed(self, item: ResumeMark, row: tuple[Any, ...] | None) -> None:
+        self._took(row)
+        if self.runner is not None:
+            self.record.on_commit(
+                functools.partial(self.runner.schedule, self.record.ref, item.execution_id, self.generation)
+            )
 
 
 def wait_tags(workflows: dict[str, Workflow[Any, Any]]) -> frozenset[str]:
@@ -101,22 +144,22 @@ class WorkflowHook:
         notify = False
         base = {**ref.key_params(), "bucket": ref.bucket}
         runner = self._owner(ref)
-        #: the generation the first handoff of this turn took (or found held) for the runner
-        generation = None if runner is None else runner.generation(ref)
+        # the generation the first handoff of this turn takes (or the runner holds): the
+        # statements travel with the turn's write, their answers come once it committed
+        handoff = _Handoff(record, runner, None if runner is None else runner.generation(ref))
         for item in turn.staged.get(LAYER, ()):
             if isinstance(item, StartMark):
                 params = {**base, **self._start_params(turn, item)}
                 if runner is None:
                     notify = True
-                    await conn.execute(queries.START, params)
+                    record.with_write(queries.START, params)
                     continue
-                # this process runs the first pass itself, once the turn commits: the timer is
-                # only the recovery should it die first
-                params |= {"due": self._recovery_due(record), "activate": generation is None}
-                row = await (await conn.execute(queries.START_HERE, params)).fetchone()
-                generation = _taken(row, generation)
-                if row is not None and row[1]:
-                    record.on_commit(functools.partial(runner.schedule, ref, item.execution_id, generation))
+                # this process runs the first pass itself, once the turn commits, from what the
+                # turn wrote (no load): the timer is only the recovery should it die first
+                params |= {"due": self._recovery_due(record), "activate": handoff.activate()}
+                record.with_write(
+                    queries.START_HERE, params, functools.partial(handoff.started, item, params)
+                )
             elif isinstance(item, ResumeMark):
                 params = {**base, "eid": str(item.execution_id)}
                 if runner is None:
@@ -126,12 +169,10 @@ class WorkflowHook:
                         "execution resumed where its actor is not owned",
                         extra=logs.fields(execution=item.execution_id),
                     )
-                    await conn.execute(queries.RESUME_TURN, {**params, "due": None})
+                    record.with_write(queries.RESUME_TURN, {**params, "due": None})
                     continue
-                params |= {"due": self._recovery_due(record), "activate": generation is None}
-                row = await (await conn.execute(queries.RESUME_HERE, params)).fetchone()
-                generation = _taken(row, generation)
-                record.on_commit(functools.partial(runner.schedule, ref, item.execution_id, generation))
+                params |= {"due": self._recovery_due(record), "activate": handoff.activate()}
+                record.with_write(queries.RESUME_HERE, params, functools.partial(handoff.resumed, item))
             elif isinstance(item, InterruptMark):
                 notify = await self._interrupt(conn, turn, base, item) or notify
         if record.events:
@@ -140,7 +181,7 @@ class WorkflowHook:
                 cur = await conn.execute(queries.WAKE_WAITS, {**base, "tags": tags, "due": None})
                 notify = notify or cur.rowcount > 0
         if notify:
-            await conn.execute(outbox_queries.NOTIFY, {"bucket_text": str(ref.bucket)})
+            record.with_write(outbox_queries.NOTIFY, {"bucket_text": str(ref.bucket)})
 
     def _recovery_due(self, record: Committed) -> datetime:
         """The recovery time of a pass this process runs, on the database clock the turn read."""

@@ -109,8 +109,17 @@ def _key_params(key: StepKey) -> dict[str, Any]:
 
 
 class Pass:
-    def __init__(self, runner: WorkflowRunner, ref: ActorRef, eid: ExecutionId, generation: int) -> None:
+    def __init__(
+        self,
+        runner: WorkflowRunner,
+        ref: ActorRef,
+        eid: ExecutionId,
+        generation: int,
+        head: dict[str, Any] | None = None,
+    ) -> None:
         self.runner = runner
+        #: the execution row as its start turn wrote it: a first pass with nothing to load
+        self.head = head
         self.runtime = runner.runtime
         self.ref = ref
         self.eid = eid
@@ -224,10 +233,14 @@ class Pass:
                 self.driver.close()
 
     async def _run(self) -> None:
-        async with self.runtime.pool.connection() as conn:
-            cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(queries.LOAD, self.params)
-            rows = await cur.fetchall()
+        if self.head is not None:
+            rows = [self.head]
+            self.head = None
+        else:
+            async with self.runtime.pool.connection() as conn:
+                cur = conn.cursor(row_factory=dict_row)
+                await cur.execute(queries.LOAD, self.params)
+                rows = await cur.fetchall()
         if not rows:
             log.warning("execution has no row; nothing to run", extra=logs.fields(execution=self.eid))
             return

@@ -101,7 +101,8 @@ START_HERE: LiteralString = (
     + ",\narm AS ("
     + _arm_from("ins")
     + """ RETURNING 1)
-SELECT (SELECT generation FROM gen) AS generation, (SELECT count(*) FROM arm) AS started"""
+SELECT (SELECT generation FROM gen) AS generation, (SELECT count(*) FROM arm) AS started,
+       (SELECT event_seq FROM g) AS event_cursor"""
 )
 
 # A resume turn: the execution is running again, and its timer becomes a recovery timer a fixed

@@ -140,9 +140,16 @@ class WorkflowRunner:
         """The generation this runner holds of ``ref`` (while a pass of it runs or is scheduled)."""
         return self._generations.get(ref)
 
-    def schedule(self, ref: ActorRef, eid: ExecutionId, generation: int | None = None) -> None:
+    def schedule(
+        self,
+        ref: ActorRef,
+        eid: ExecutionId,
+        generation: int | None = None,
+        head: dict[str, Any] | None = None,
+    ) -> None:
         """Run a pass of ``eid``; ``generation``: one a committed turn took (or found held) for
-        this runner, so the pass needs no activation of its own."""
+        this runner, so the pass needs no activation of its own; ``head``: the execution row as
+        the start turn just wrote it (no steps yet), so its first pass needs no load."""
         if generation is not None and generation > self._generations.get(ref, 0):
             self._generations[ref] = generation
         key = str(eid)
@@ -155,7 +162,7 @@ class WorkflowRunner:
         # counted now, not when the task starts: the actor's generation must outlive every pass
         # of it that another ending pass could see as the last one
         self._running[ref] = self._running.get(ref, 0) + 1
-        task = asyncio.create_task(self._run_pass(ref, eid), name=f"pass {key[:40]}")
+        task = asyncio.create_task(self._run_pass(ref, eid, head), name=f"pass {key[:40]}")
         self._tasks.add(task)
         task.add_done_callback(self._done)
 
@@ -193,10 +200,10 @@ class WorkflowRunner:
                 log.debug("activated %s at generation %d", ref, generation)
             return generation
 
-    async def _run_pass(self, ref: ActorRef, eid: ExecutionId) -> None:
+    async def _run_pass(self, ref: ActorRef, eid: ExecutionId, head: dict[str, Any] | None) -> None:
         key = str(eid)
         try:
-            await self._pass_loop(ref, eid, key)
+            await self._pass_loop(ref, eid, key, head)
         finally:
             self._running[ref] -= 1
             if not self._running[ref]:
@@ -204,11 +211,14 @@ class WorkflowRunner:
                 self._generations.pop(ref, None)
                 self._activating.pop(ref, None)
 
-    async def _pass_loop(self, ref: ActorRef, eid: ExecutionId, key: str) -> None:
+    async def _pass_loop(
+        self, ref: ActorRef, eid: ExecutionId, key: str, head: dict[str, Any] | None
+    ) -> None:
         while True:
             self._rerun.discard(key)
             try:
-                p = Pass(self, ref, eid, await self._activate(ref))
+                p = Pass(self, ref, eid, await self._activate(ref), head)
+                head = None  # a pass run again loads what the first one wrote
                 self._passes[key] = p
                 try:
                     await p.run()
