@@ -8,7 +8,9 @@
    and settled, a race's winner is recorded.
 4. While activities run, a parked branch whose clock falls due, or a wake-up (an event, an
    interrupt) preempts the wait and the pass goes on.
-5. When every branch is parked, suspend through one lock-first function (``sql/005``): it settles
+5. When every branch is parked until a time at most ``HOLD_MS`` away (a short sleep, a retry's
+   backoff), wait for it in the pass; the recovery timer stays armed should the process die.
+   Otherwise suspend through one lock-first function (``sql/005``): it settles
    abandoned branches' waits, re-checks interrupts and unscanned events after the row lock is
    held, and arms the timer at the earliest due time, or deletes it; when the body is done,
    record the result, settle leftovers and delete the timer the same way.
@@ -23,6 +25,12 @@ before its forward action settled, and a step that succeeded after the interrupt
 go on. A refusal that brings nothing the pass could act on (no row changed since the last one)
 is never retried at once: the pass backs off, doubling up to ``MAX_BACKOFF``, and logs it
 (invariant 13).
+
+**One statement per step boundary.** An attempt's outcome is recorded in the driver as soon as
+its work returns, and written with the pass's next write — the next attempt's pending row, a
+record, the suspension or the finish (``sql/010``) — or on its own before the pass waits for
+anything else. Nothing outside the pass acts on the outcome before it is written: the next
+attempt's work starts only once that statement committed.
 
 Every write is fenced by the activation's generation; a ``Stale`` fence ends the pass quietly.
 """
@@ -77,7 +85,10 @@ SCAN_BATCH = 200
 #: a suspension whose timer is due within this many ms notifies the relay at once
 NOTIFY_WITHIN_MS = 10_000
 INTERRUPT_EXIT = codec.encode({"interrupt": {}})
+CLOCK_EXIT = codec.encode({"ok": None})
 ABANDONED_EXIT = codec.encode(exits.ABANDONED)
+#: a pass whose next due time is at most this many ms away waits for it instead of suspending
+HOLD_MS = 1000
 #: the longest a pass waits before retrying a suspension refused with nothing new to act on
 MAX_BACKOFF = 2.0
 
@@ -205,6 +216,13 @@ class Pass:
         if self.unsettled:
             await self._settling(queries.SETTLE_STEPS, {})
 
+    async def _record(self, params: dict[str, Any]) -> None:
+        """Record a step (with the settles so far, in one statement) and take its row as the
+        statement returns it: a clock already due comes back settled."""
+        row = await self._settling(queries.RECORD_STEP, {**params, "clock_exit": CLOCK_EXIT})
+        self._driver().record(_row(row))
+        self.writes += 1
+
     async def _reload(self, key: StepKey) -> None:
         async with self.runtime.pool.connection() as conn:
             cur = conn.cursor(row_factory=dict_row)
@@ -233,6 +251,7 @@ class Pass:
                 self.driver.close()
 
     async def _run(self) -> None:
+        loaded = self.head is None
         if self.head is not None:
             rows = [self.head]
             self.head = None
@@ -247,7 +266,8 @@ class Pass:
         head = rows[0]
         if head["status"] == "finished":
             return
-        self.runtime.skew_ms = head["now_ms"] - time.time_ns() // 1_000_000
+        if loaded:  # a start's row carries its turn's clock, read earlier: no estimate from it
+            self.runtime.skew_ms = head["now_ms"] - time.time_ns() // 1_000_000
         workflow = self.runner.workflow(self.ref.actor_type, head["workflow"])
         try:
             history: dict[StepKey, list[StepRow]] = {}
@@ -327,6 +347,11 @@ class Pass:
             if self.inflight:
                 await self._await_progress(min(parked) if parked else None)
                 continue
+            if parked and min(parked) - self.now_ms() <= HOLD_MS and not self.draining:
+                # due in a moment (a short sleep, a retry's backoff): wait here rather than
+                # suspend and be resumed through the relay; the recovery timer stays armed
+                await self._await_progress(min(parked))
+                continue
             await self._settle_draining()
             if await self._suspend(min(parked) if parked else None):
                 return
@@ -361,16 +386,12 @@ class Pass:
                 return due
             case RegisterClock(effect=effect, key=key):
                 after = effect.duration.total_seconds() * 1000
-                await self._fenced(queries.RECORD, _record_params("clock", key, after_ms=after))
-                await self._reload(key)
-                self.writes += 1
+                await self._record(_record_params("clock", key, after_ms=after))
                 return True
             case ClockDue(key=key, due_ms=due):
                 if due > now:
                     return due
-                row = await self._fenced(
-                    queries.SETTLE_CLOCK, {**_key_params(key), "exit": codec.encode({"ok": None})}
-                )
+                row = await self._fenced(queries.SETTLE_CLOCK, {**_key_params(key), "exit": CLOCK_EXIT})
                 await self._reload(key)
                 if row["settled"]:
                     self.writes += 1
@@ -380,9 +401,7 @@ class Pass:
                 return await self._wait(need)
             case SettleRace(key=key, winner=winner):
                 exit_ = codec.encode({"winner": winner})
-                await self._fenced(queries.RECORD, _record_params("race", key, exit_=exit_))
-                await self._reload(key)
-                self.writes += 1
+                await self._record(_record_params("race", key, exit_=exit_))
                 return True
         raise AssertionError(need)  # pragma: no cover
 
@@ -547,11 +566,7 @@ class Pass:
         tag = step.event.__name__
         if row is None:
             after = None if effect.timeout is None else effect.timeout.total_seconds() * 1000
-            await self._fenced(
-                queries.RECORD, _record_params("wait", key, after_ms=after, tag=tag, cursor=self.cursor)
-            )
-            await self._reload(key)
-            self.writes += 1
+            await self._record(_record_params("wait", key, after_ms=after, tag=tag, cursor=self.cursor))
             return True
         scanned = row.scanned if row.scanned is not None else self.cursor
         async with self.runtime.pool.connection() as conn:

@@ -207,21 +207,16 @@ SETTLE_STEPS: LiteralString = (
 )
 
 # A step recorded settled at once (a race's winner, a version marker) or pending with a due
-# time recorded once (a clock, a wait's deadline). DO NOTHING keeps the first record.
-RECORD: LiteralString = (
-    "WITH "
-    + _FENCE
-    + """,
-ins AS (
-    INSERT INTO actor_workflow_step (routing_key, execution_id, step, scope, occurrence, attempt, kind,
-                                     exit, due_at, wait_tag, wait_cursor, scanned, started_at, settled_at)
-    SELECT %(rk)s, %(eid)s, %(step)s, %(scope)s, %(occurrence)s, 1, %(kind)s, %(exit)s,
-           akter_now() + %(after_ms)s * interval '1 millisecond',
-           %(wait_tag)s, %(cursor)s, %(cursor)s, akter_now(),
-           CASE WHEN %(exit)s::bytea IS NULL THEN NULL ELSE akter_now() END
-      FROM fence
-    ON CONFLICT (routing_key, execution_id, step, scope, occurrence, attempt) DO NOTHING)
-SELECT (SELECT count(*) FROM fence) AS fenced"""
+# time recorded once (a clock, a wait's deadline), after settling what the pass ran, returning
+# the step's row; DO NOTHING keeps the first record, and a clock already due is settled in the
+# same statement (sql/010).
+RECORD_STEP: LiteralString = (
+    "SELECT * FROM akter_wf_record("
+    + _FENCED_ARGS
+    + ", "
+    + _SETTLES
+    + ", %(kind)s, %(step)s, %(scope)s, %(occurrence)s, %(exit)s, %(after_ms)s, %(wait_tag)s,"
+    " %(cursor)s, %(clock_exit)s)"
 )
 
 STEP_ROW: LiteralString = (
