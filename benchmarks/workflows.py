@@ -35,6 +35,9 @@ taken within a round, so a noisy neighbour on the machine moves both sides toget
   several times within minutes on a shared machine. Also the process's CPU time per step.
   akter's activities are trivial ``async def`` functions (a ``def`` one runs in a worker
   thread; ``seq`` also reports that variant on n/4 runs);
+* ``remote`` (akter): the same sequential workflows started by a client whose process runs no
+  relay, with ``akter relay workflow_app:app`` in a child process, as production runs it (its
+  ratio is taken against DBOS's in-process ``seq`` figure of the same round);
 * ``conc``: ``--n`` such workflows, 16 in flight, on distinct actors: steps per second, and the
   process's CPU time per step;
 * ``sleep`` / ``event``: resume latency. ``before`` activity, then a 0-second sleep (or a wait for
