@@ -45,6 +45,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+import attrs
 from psycopg.rows import dict_row
 
 from akter import codec, faults, limits, logs
@@ -392,11 +393,11 @@ class Pass:
                 if due > now:
                     return due
                 row = await self._fenced(queries.SETTLE_CLOCK, {**_key_params(key), "exit": CLOCK_EXIT})
-                await self._reload(key)
-                if row["settled"]:
+                if row["settled"]:  # the row is as the pass wrote it: nothing to read back
+                    self._rewrote(key, exit_=CLOCK_EXIT)
                     self.writes += 1
                     return True
-                return due + 5
+                return due + 5  # the database clock is not there yet: nothing changed
             case AwaitEvent():
                 return await self._wait(need)
             case SettleRace(key=key, winner=winner):
@@ -609,9 +610,20 @@ class Pass:
             await self._mark_scanned(key, last)
         return row.due_ms
 
+    def _rewrote(self, key: StepKey, *, exit_: bytes | None = None, scanned: int | None = None) -> None:
+        """Record in the driver what a fenced write of the pass did to a clock's or wait's row
+        (attempt 1), instead of reading it back: the fence rules out any other writer."""
+        driver = self._driver()
+        row = driver.history[key][-1]
+        if exit_ is not None:
+            row = attrs.evolve(row, exit=codec.decode_primitive(exit_))
+        if scanned is not None:  # greatest(), which ignores NULL, as the statements do
+            row = attrs.evolve(row, scanned=scanned if row.scanned is None else max(row.scanned, scanned))
+        driver.record(row)
+
     async def _mark_scanned(self, key: StepKey, scanned: int) -> None:
         await self._fenced(queries.MARK_SCANNED, {**_key_params(key), "scanned": scanned})
-        await self._reload(key)
+        self._rewrote(key, scanned=scanned)
         self.writes += 1
 
     async def _settle_wait(
@@ -620,17 +632,23 @@ class Pass:
         """Settle a wait; True when a row changed (advance again). A refused timeout (an event
         stamped in time arrived past the scanned mark) has still advanced the scanned mark, so
         the next scan starts beyond what this one read."""
+        encoded = codec.encode(exit_)
         result = await self._fenced(
             queries.SETTLE_WAIT,
             {
                 **_key_params(key),
                 "tag": effect.step.event.__name__,
-                "exit": codec.encode(exit_),
+                "exit": encoded,
                 "scanned": seq,
                 "timeout": timed_out,
             },
         )
-        await self._reload(key)
+        if result["settled"]:
+            self._rewrote(key, exit_=encoded, scanned=seq)
+        elif timed_out:
+            self._rewrote(key, scanned=seq)  # refused: only the scanned mark moved
+        else:
+            await self._reload(key)  # already settled (not by this pass): read what is there
         if result["settled"]:
             self.writes += 1
             if not timed_out and "ok" in exit_:
