@@ -82,6 +82,21 @@ class Committed:
     #: (sequence, tag, event) of the events this turn emitted; empty on replay
     events: tuple[tuple[int, str, object], ...] = ()
     _after: list[Callable[[], None]] = attrs.field(factory=list, init=False, eq=False, repr=False)
+    _batched: list[tuple[Any, dict[str, Any], Callable[[tuple[Any, ...] | None], None] | None]] = attrs.field(
+        factory=list, init=False, eq=False, repr=False
+    )
+
+    def with_write(
+        self,
+        query: Any,
+        params: dict[str, Any],
+        answer: Callable[[tuple[Any, ...] | None], None] | None = None,
+    ) -> None:
+        """Send ``query`` in the round trip of the turn's own write, just before it: a hook's
+        statement whose answer nothing needs before commit. ``answer`` gets its first row (None
+        when it returns none) once the turn committed; it may register ``on_commit`` actions.
+        A turn that does not commit drops it with its record."""
+        self._batched.append((query, params, answer))
 
     def on_commit(self, action: Callable[[], None]) -> None:
         """Run ``action`` once this turn has committed; a hook's ``before_commit`` registers it.
@@ -260,15 +275,38 @@ async def _turn_once(
         # transaction, before the turn's own write; a hook with nothing to do sends nothing
         for hook in options.hooks:
             await hook.before_commit(conn, turn, record)
-    statement = queries.write(len(record.events))
+    statement: Any = queries.write(len(record.events))
+    params: dict[str, Any] | None = write
+    batched = record._batched
+    if batched:
+        # the hooks' statements bound here, client-side, and sent with the write: one round trip
+        parts = [cur.mogrify(query, args) for query, args, _ in batched]
+        statement, params = "; ".join([*parts, cur.mogrify(statement, write)]).encode(), None
     if faults.armed("turn.before_commit"):
         # split so that a test can observe (or kill) the turn between its write and its commit
-        await cur.execute(statement, write)
+        await cur.execute(statement, params)
+        answers = await _answers(cur, batched)
         await faults.hit("turn.before_commit", request.ref.actor_id, str(command_id))
         await conn.commit()
     else:
-        await cur.execute(statement + "; COMMIT", write)
+        await cur.execute(statement + (b"; COMMIT" if params is None else "; COMMIT"), params)
+        answers = await _answers(cur, batched)
+    for (_, _, answer), answered in zip(batched, answers, strict=True):
+        if answer is not None:
+            answer(answered)
     return turn, record
+
+
+async def _answers(
+    cur: psycopg.AsyncClientCursor[Any], batched: list[tuple[Any, dict[str, Any], Any]]
+) -> list[tuple[Any, ...] | None]:
+    """The first row of each batched statement's result, in order (the cursor stands on the
+    first result of a multi-statement batch)."""
+    rows: list[tuple[Any, ...] | None] = []
+    for _ in batched:
+        rows.append(await cur.fetchone() if cur.description is not None else None)
+        cur.nextset()
+    return rows
 
 
 async def _handle(request: _Request, row: queries.Loaded) -> tuple[Turn[Any], Outcome]:

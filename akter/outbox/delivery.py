@@ -8,7 +8,9 @@ handler twice. Then:
 
 - the receiver's receipt committed (success or declared failure, new or replayed): the row is
   deleted, but only while our claim token is still on it; a keyed replacement clears the token,
-  so a newer body is never deleted by the delivery of an older one;
+  so a newer body is never deleted by the delivery of an older one. When the handler succeeds,
+  the delete travels inside the receiver's turn, with its write (no commit of its own, and no
+  redelivery after a crash between the two); otherwise it follows the turn;
 - anything else (a defect in the handler, a refusal such as ``CommandExpired`` or ``ActorBusy``,
   an unknown actor type or command, an undecodable or oversized payload): the row backs off
   exponentially with ``last_error`` set — never dropped, never retried in a tight loop, never in
@@ -33,8 +35,9 @@ import psycopg_pool
 
 from akter import faults
 from akter.actor.declare import Command
-from akter.actor.kernel import run_turn
+from akter.actor.kernel import Committed, run_turn
 from akter.actor.staged import decode_payload
+from akter.actor.turn import Turn
 from akter.callers import System
 from akter.errors import CommandExpired, UndeliverableIntent
 from akter.ids import ActorRef, CommandId
@@ -150,6 +153,28 @@ class Acknowledger:
                 waiter.set_result(None)
 
 
+class _DeleteInTurn:
+    """A turn hook for one delivery: the delivered row is deleted in the receiver's own turn, in
+    the round trip of its write, so a delivery costs no commit of its own. Hooks run only for a
+    turn whose handler succeeded: a declared failure or a replayed receipt is acknowledged
+    after the turn, as before."""
+
+    def __init__(self, row: Claimed) -> None:
+        self.row = row
+        self.deleted = False
+
+    async def before_commit(
+        self, conn: psycopg.AsyncConnection[Any], turn: Turn[Any], record: Committed
+    ) -> None:
+        record.with_write(queries.ACK_IN_TURN, self.row.claim_params(), self._done)
+
+    def _done(self, _: tuple[Any, ...] | None) -> None:
+        self.deleted = True
+
+    def after_commit(self, record: Committed) -> None:
+        """Nothing: the row went with the turn."""
+
+
 async def deliver(sender: Sender, settings: RelaySettings, row: Claimed, acks: Acknowledger) -> bool:
     """Deliver one claimed row; True when the receiver's receipt committed and the row is done."""
     ids = (row.target_id, row.sender.actor_id, row.intent_id)
@@ -157,8 +182,10 @@ async def deliver(sender: Sender, settings: RelaySettings, row: Claimed, acks: A
         await faults.hit("relay.after_claim", *ids)
         command, ref, payload, caller, command_id = _decode(sender, row)
         await faults.hit("relay.before_delivery", *ids)
+        in_turn = _DeleteInTurn(row)
+        options = attrs.evolve(sender.options, hooks=(*sender.options.hooks, in_turn))
         async with sender.pool.connection() as conn:
-            record = await run_turn(conn, command, ref, payload, command_id, caller, sender.options)
+            record = await run_turn(conn, command, ref, payload, command_id, caller, options)
         await faults.hit("relay.before_delete", *ids)
     except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
         if isinstance(exc, psycopg_pool.PoolTimeout) or is_connection_lost(exc):
@@ -171,7 +198,8 @@ async def deliver(sender: Sender, settings: RelaySettings, row: Claimed, acks: A
     except Exception as exc:
         await _failed(sender, settings, row, exc)
         return False
-    await acks.ack(row)
+    if not in_turn.deleted:
+        await acks.ack(row)
     log.debug("delivered %s replayed=%s", row.describe(), record.replayed)
     return True
 

@@ -109,6 +109,10 @@ DELETE FROM actor_outbox o
  WHERE o.routing_key = a.rk AND o.tenant = a.tenant AND o.actor_type = a.actor_type
    AND o.actor_id = a.actor_id AND o.intent_id = a.intent_id AND o.claim = a.token"""
 
+# One delivered row, deleted inside its receiver's turn (with the turn's write, sql-side one
+# round trip): only while our claim token is still on it.
+ACK_IN_TURN: LiteralString = f"DELETE FROM actor_outbox WHERE {_THIS_CLAIM}"
+
 BACK_OFF: LiteralString = f"""
 UPDATE actor_outbox
    SET due_at = akter_now() + %(delay_ms)s * interval '1 millisecond',

@@ -2,10 +2,15 @@
 
 Inside the turn's transaction, under the owner's row lock:
 
-* staged starts insert their execution rows (a repeated keyed start attaches) and arm their
-  timers due now, with a ``NOTIFY`` so the owning relay begins at once;
+* staged starts insert their execution rows (a repeated keyed start attaches). When a runner of
+  this process owns the actor, the timer is armed as a recovery timer and the runner runs the
+  first pass as soon as the turn commits — no ``NOTIFY``, claim or resume turn in between;
+  otherwise the timer is due now, with a ``NOTIFY`` so the owning relay begins at once;
 * a resume marks its execution running and turns its timer into a recovery timer — or, when no
   runner of this process owns the actor, makes it due now (below);
+* a start or resume handed to this process's runner takes the runner's *generation* of the actor
+  (``runner.py``) inside the turn, which holds the row lock already, when the runner holds none:
+  the pass then needs no activation commit of its own;
 * an interrupt checks its execution id, flags the execution with who asked and makes its timer
   due now, with a ``NOTIFY``;
 * emitted events make the timers of pending matching waits due now (invariant 6).
@@ -70,6 +75,56 @@ log = logging.getLogger("akter.workflow")
 RECOVERY_INTERVAL = timedelta(seconds=30)
 
 
+class _Handoff:
+    """The executions one turn hands to this process's runner, under one generation: the first
+    handoff takes it in the turn when the runner holds none, the others reuse it."""
+
+    def __init__(self, record: Committed, runner: WorkflowRunner | None, held: int | None) -> None:
+        self.record = record
+        self.runner = runner
+        self.generation = held
+        self._asked = held is not None
+
+    def activate(self) -> bool:
+        """Whether this handoff's statement takes the generation (only the turn's first does)."""
+        first = not self._asked
+        self._asked = True
+        return first
+
+    def _took(self, row: tuple[Any, ...] | None) -> None:
+        if row is not None and row[0] is not None:
+            self.generation = int(row[0])
+
+    def started(self, item: StartMark, params: dict[str, Any], row: tuple[Any, ...] | None) -> None:
+        self._took(row)
+        if row is None or not row[1] or self.runner is None:
+            return  # a repeated keyed start attached: nothing new to run
+        head = {
+            "workflow": params["workflow"],
+            "key": params["key"],
+            "manifest_hash": params["manifest_hash"],
+            "payload": params["payload"],
+            "principal": params["principal"],
+            "versions": params["versions"],
+            "event_cursor": int(row[2]),
+            "status": "running",
+            "interrupt": False,
+            "history_format": 2,
+            "now_ms": self.record.now_ms,
+            "step": None,
+        }
+        self.record.on_commit(
+            functools.partial(self.runner.schedule, self.record.ref, item.execution_id, self.generation, head)
+        )
+
+    def resumed(self, item: ResumeMark, row: tuple[Any, ...] | None) -> None:
+        self._took(row)
+        if self.runner is not None:
+            self.record.on_commit(
+                functools.partial(self.runner.schedule, self.record.ref, item.execution_id, self.generation)
+            )
+
+
 def wait_tags(workflows: dict[str, Workflow[Any, Any]]) -> frozenset[str]:
     return frozenset(
         step.event.__name__
@@ -98,24 +153,36 @@ class WorkflowHook:
         ref = record.ref
         notify = False
         base = {**ref.key_params(), "bucket": ref.bucket}
+        runner = self._owner(ref)
+        # the generation the first handoff of this turn takes (or the runner holds): the
+        # statements travel with the turn's write, their answers come once it committed
+        handoff = _Handoff(record, runner, None if runner is None else runner.generation(ref))
         for item in turn.staged.get(LAYER, ()):
             if isinstance(item, StartMark):
-                notify = True
-                await conn.execute(queries.START, {**base, **self._start_params(turn, item)})
+                params = {**base, **self._start_params(turn, item)}
+                if runner is None:
+                    notify = True
+                    record.with_write(queries.START, params)
+                    continue
+                # this process runs the first pass itself, once the turn commits, from what the
+                # turn wrote (no load): the timer is only the recovery should it die first
+                params |= {"due": self._recovery_due(record), "activate": handoff.activate()}
+                record.with_write(
+                    queries.START_HERE, params, functools.partial(handoff.started, item, params)
+                )
             elif isinstance(item, ResumeMark):
-                runner = self._owner(ref)
+                params = {**base, "eid": str(item.execution_id)}
                 if runner is None:
                     # due now, with a notify: the owner's relay delivers another resume at once
-                    due = None
                     notify = True
                     log.info(
                         "execution resumed where its actor is not owned",
                         extra=logs.fields(execution=item.execution_id),
                     )
-                else:
-                    due = datetime.fromtimestamp(record.now_ms / 1000, tz=UTC) + self.recovery
-                    record.on_commit(functools.partial(runner.schedule, ref, item.execution_id))
-                await conn.execute(queries.RESUME_TURN, {**base, "eid": str(item.execution_id), "due": due})
+                    record.with_write(queries.RESUME_TURN, {**params, "due": None})
+                    continue
+                params |= {"due": self._recovery_due(record), "activate": handoff.activate()}
+                record.with_write(queries.RESUME_HERE, params, functools.partial(handoff.resumed, item))
             elif isinstance(item, InterruptMark):
                 notify = await self._interrupt(conn, turn, base, item) or notify
             elif isinstance(item, RetryMark):
@@ -127,7 +194,11 @@ class WorkflowHook:
                 cur = await conn.execute(queries.WAKE_WAITS, {**base, "tags": tags, "due": None})
                 notify = notify or cur.rowcount > 0
         if notify:
-            await conn.execute(outbox_queries.NOTIFY, {"bucket_text": str(ref.bucket)})
+            record.with_write(outbox_queries.NOTIFY, {"bucket_text": str(ref.bucket)})
+
+    def _recovery_due(self, record: Committed) -> datetime:
+        """The recovery time of a pass this process runs, on the database clock the turn read."""
+        return datetime.fromtimestamp(record.now_ms / 1000, tz=UTC) + self.recovery
 
     def _start_params(self, turn: Turn[Any], item: StartMark) -> dict[str, Any]:
         workflow = item.workflow

@@ -8,7 +8,9 @@
    and settled, a race's winner is recorded.
 4. While activities run, a parked branch whose clock falls due, or a wake-up (an event, an
    interrupt) preempts the wait and the pass goes on.
-5. When every branch is parked, suspend through one lock-first function (``sql/005``): it settles
+5. When every branch is parked until a time at most ``HOLD_MS`` away (a short sleep, a retry's
+   backoff), wait for it in the pass; the recovery timer stays armed should the process die.
+   Otherwise suspend through one lock-first function (``sql/005``): it settles
    abandoned branches' waits, re-checks interrupts and unscanned events after the row lock is
    held, and arms the timer at the earliest due time, or deletes it; when the body is done,
    record the result, settle leftovers and delete the timer the same way.
@@ -24,6 +26,12 @@ go on. A refusal that brings nothing the pass could act on (no row changed since
 is never retried at once: the pass backs off, doubling up to ``MAX_BACKOFF``, and logs it
 (invariant 13).
 
+**One statement per step boundary.** An attempt's outcome is recorded in the driver as soon as
+its work returns, and written with the pass's next write — the next attempt's pending row, a
+record, the suspension or the finish (``sql/010``) — or on its own before the pass waits for
+anything else. Nothing outside the pass acts on the outcome before it is written: the next
+attempt's work starts only once that statement committed.
+
 Every write is fenced by the activation's generation; a ``Stale`` fence ends the pass quietly.
 """
 
@@ -36,6 +44,7 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+import attrs
 from psycopg.rows import dict_row
 
 from akter import codec, faults, logs
@@ -77,7 +86,10 @@ SCAN_BATCH = 200
 #: a suspension whose timer is due within this many ms notifies the relay at once
 NOTIFY_WITHIN_MS = 10_000
 INTERRUPT_EXIT = codec.encode({"interrupt": {}})
+CLOCK_EXIT = codec.encode({"ok": None})
 ABANDONED_EXIT = codec.encode(exits.ABANDONED)
+#: a pass whose next due time is at most this many ms away waits for it instead of suspending
+HOLD_MS = 1000
 #: the longest a pass waits before retrying a suspension refused with nothing new to act on
 MAX_BACKOFF = 2.0
 
@@ -109,9 +121,18 @@ def _key_params(key: StepKey) -> dict[str, Any]:
 
 
 class Pass:
-    def __init__(self, runner: WorkflowRunner, ref: ActorRef, eid: ExecutionId, generation: int) -> None:
+    def __init__(
+        self,
+        runner: WorkflowRunner,
+        ref: ActorRef,
+        eid: ExecutionId,
+        generation: int,
+        head: dict[str, Any] | None = None,
+    ) -> None:
         self.runner = runner
-        self.runtime = runner.sender
+        #: the execution row as its start turn wrote it: a first pass with nothing to load
+        self.head = head
+        self.sender = runner.sender
         self.ref = ref
         self.eid = eid
         self.generation = generation
@@ -135,6 +156,11 @@ class Pass:
         #: rows this pass changed: a refused suspension with no change since the last is backed off
         self.writes = 0
         self.driver: Driver | None = None
+        #: the pass ended because its generation no longer held
+        self.stale = False
+        #: attempts run and recorded in the driver, not written yet: (key, attempt, exit). The
+        #: next fenced write settles them first, in its own statement when it can (sql/010)
+        self.unsettled: list[tuple[StepKey, int, bytes]] = []
 
     def _driver(self) -> Driver:
         """The driver of this pass (set once the execution loaded and was judged replayable)."""
@@ -143,22 +169,63 @@ class Pass:
         return self.driver
 
     def now_ms(self) -> int:
-        return self.runtime.session.now_ms()
+        return self.sender.session.now_ms()
 
     async def _one(self, sql: Any, extra: dict[str, Any] | None = None) -> dict[str, Any] | None:
-        async with self.runtime.pool.connection() as conn:
+        async with self.sender.pool.connection() as conn:
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(sql, {**self.params, **(extra or {})})
             return await cur.fetchone() if cur.description else None
 
     async def _fenced(self, sql: Any, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        await self._flush()
+        return await self._fenced_now(sql, extra)
+
+    async def _fenced_now(self, sql: Any, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         row = await self._one(sql, extra)
         if row is None or not row["fenced"]:
             raise Stale(f"generation {self.generation} of {self.ref} no longer holds")
         return row
 
+    def _take_unsettled(self) -> list[tuple[StepKey, int, bytes]]:
+        taken, self.unsettled = self.unsettled, []
+        return taken
+
+    async def _settling(
+        self, sql: Any, extra: dict[str, Any], carry: list[tuple[StepKey, int, bytes]] | None = None
+    ) -> dict[str, Any]:
+        """A fenced write that settles the attempts run so far (``carry``, or all not written
+        yet) in the same statement. Should it not complete, they are left to the next write."""
+        settles = self._take_unsettled() if carry is None else carry
+        params = {
+            **extra,
+            "steps": [k.step for k, _, _ in settles],
+            "scopes": [k.scope for k, _, _ in settles],
+            "occurrences": [k.occurrence for k, _, _ in settles],
+            "attempts": [a for _, a, _ in settles],
+            "exits": [e for _, _, e in settles],
+        }
+        try:
+            return await self._fenced_now(sql, params)
+        except BaseException:
+            self.unsettled[:0] = settles  # settling twice is harmless: only an open row settles
+            raise
+
+    async def _flush(self) -> None:
+        """Write the settles of attempts already run, before the pass waits for anything else:
+        a step's outcome is never left unwritten while the pass is idle."""
+        if self.unsettled:
+            await self._settling(queries.SETTLE_STEPS, {})
+
+    async def _record(self, params: dict[str, Any]) -> None:
+        """Record a step (with the settles so far, in one statement) and take its row as the
+        statement returns it: a clock already due comes back settled."""
+        row = await self._settling(queries.RECORD_STEP, {**params, "clock_exit": CLOCK_EXIT})
+        self._driver().record(_row(row))
+        self.writes += 1
+
     async def _reload(self, key: StepKey) -> None:
-        async with self.runtime.pool.connection() as conn:
+        async with self.sender.pool.connection() as conn:
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(queries.STEP_ROW, {**self.params, **_key_params(key)})
             rows = await cur.fetchall()
@@ -172,6 +239,7 @@ class Pass:
         try:
             await self._run()
         except Stale as exc:
+            self.stale = True
             log.info("pass abandoned: %s", exc, extra=logs.fields(execution=self.eid))
             self.runner.forget(self.ref, self.generation)
         finally:
@@ -184,17 +252,23 @@ class Pass:
                 self.driver.close()
 
     async def _run(self) -> None:
-        async with self.runtime.pool.connection() as conn:
-            cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(queries.LOAD, self.params)
-            rows = await cur.fetchall()
+        loaded = self.head is None
+        if self.head is not None:
+            rows = [self.head]
+            self.head = None
+        else:
+            async with self.sender.pool.connection() as conn:
+                cur = conn.cursor(row_factory=dict_row)
+                await cur.execute(queries.LOAD, self.params)
+                rows = await cur.fetchall()
         if not rows:
             log.warning("execution has no row; nothing to run", extra=logs.fields(execution=self.eid))
             return
         head = rows[0]
         if head["status"] == "finished":
             return
-        self.runtime.session.observe_clock(head["now_ms"])
+        if loaded:  # a start's row carries its turn's clock, read earlier: no estimate from it
+            self.sender.session.observe_clock(head["now_ms"])
         workflow = self.runner.workflow(self.ref.actor_type, head["workflow"])
         try:
             history: dict[StepKey, list[StepRow]] = {}
@@ -206,7 +280,7 @@ class Pass:
             await self._leave_blocked([f"recorded history does not decode: {exc}"])
             return
         reasons = await adopt.replay_problems(
-            self.runner.actors, self.runtime.pool, self.params, head, history
+            self.runner.actors, self.sender.pool, self.params, head, history
         )
         if reasons or workflow is None:
             await self._leave_blocked(reasons or [f"workflow {head['workflow']!r} is not declared here"])
@@ -276,6 +350,11 @@ class Pass:
             if self.inflight:
                 await self._await_progress(min(parked) if parked else None)
                 continue
+            if parked and min(parked) - self.now_ms() <= HOLD_MS and not self.draining:
+                # due in a moment (a short sleep, a retry's backoff): wait here rather than
+                # suspend and be resumed through the relay; the recovery timer stays armed
+                await self._await_progress(min(parked))
+                continue
             await self._settle_draining()
             if await self._suspend(min(parked) if parked else None):
                 return
@@ -302,34 +381,30 @@ class Pass:
                 wanted.add(key)
                 if key not in self.inflight and key not in self.draining:
                     self._calls[key] = need.call
-                    self.inflight[key] = asyncio.create_task(self._attempt(need))
+                    # the settles so far ride on this attempt's pending write (one statement)
+                    carry = self._take_unsettled()
+                    self.inflight[key] = asyncio.create_task(self._attempt(need, carry))
                 return None
             case RetryAt(due_ms=due):
                 return due
             case RegisterClock(effect=effect, key=key):
                 after = effect.duration.total_seconds() * 1000
-                await self._fenced(queries.RECORD, _record_params("clock", key, after_ms=after))
-                await self._reload(key)
-                self.writes += 1
+                await self._record(_record_params("clock", key, after_ms=after))
                 return True
             case ClockDue(key=key, due_ms=due):
                 if due > now:
                     return due
-                row = await self._fenced(
-                    queries.SETTLE_CLOCK, {**_key_params(key), "exit": codec.encode({"ok": None})}
-                )
-                await self._reload(key)
-                if row["settled"]:
+                row = await self._fenced(queries.SETTLE_CLOCK, {**_key_params(key), "exit": CLOCK_EXIT})
+                if row["settled"]:  # the row is as the pass wrote it: nothing to read back
+                    self._rewrote(key, exit_=CLOCK_EXIT)
                     self.writes += 1
                     return True
-                return due + 5
+                return due + 5  # the database clock is not there yet: nothing changed
             case AwaitEvent():
                 return await self._wait(need)
             case SettleRace(key=key, winner=winner):
                 exit_ = codec.encode({"winner": winner})
-                await self._fenced(queries.RECORD, _record_params("race", key, exit_=exit_))
-                await self._reload(key)
-                self.writes += 1
+                await self._record(_record_params("race", key, exit_=exit_))
                 return True
         raise AssertionError(need)  # pragma: no cover
 
@@ -357,6 +432,7 @@ class Pass:
             self._take(task)
 
     async def _await_progress(self, due_ms: int | None) -> None:
+        await self._flush()
         timeout = None if due_ms is None else max(0.0, (due_ms - self.now_ms()) / 1000)
         waker = asyncio.ensure_future(self.wake.wait())
         try:
@@ -396,12 +472,13 @@ class Pass:
 
     # ---- activities ---------------------------------------------------------------------------
 
-    async def _attempt(self, need: RunActivity) -> StepRow:
+    async def _attempt(self, need: RunActivity, carry: list[tuple[StepKey, int, bytes]]) -> StepRow:
         call, key, attempt = need.call, need.key, need.attempt
         step = call.step
-        due = datetime.fromtimestamp(self.now_ms() / 1000, tz=UTC) + self.runner.hook.recovery
-        begun = await self._fenced(
-            queries.BEGIN_ATTEMPT, {**_key_params(key), "attempt": attempt, "due": due}
+        begun = await self._settling(
+            queries.BEGIN,
+            {**_key_params(key), "attempt": attempt, "recovery": self.runner.hook.recovery},
+            carry,
         )
         started_ms = begun["started_ms"]
         if begun["exit"] is not None:  # another runner settled it; take its exit
@@ -418,7 +495,7 @@ class Pass:
             started_ms=started_ms,
             tenant=self.ref.tenant,
             principal=self.principal,
-            sender=self.runtime,
+            sender=self.sender,
         )
         token = activity.set_context(ctx)
         try:
@@ -460,12 +537,13 @@ class Pass:
         if self.interrupting:
             exit_["after_interrupt"] = True
         await faults.hit("workflow.before_settle", self.ref.actor_id, str(self.eid))
-        settled = await self._fenced(
-            queries.SETTLE, {**_key_params(key), "attempt": attempt, "exit": codec.encode(exit_)}
-        )
+        # recorded in the driver now, written with the pass's next write (one statement per step
+        # boundary): the body goes on in memory, and nothing outside the pass acts on the
+        # outcome before that write commits — the next attempt's work starts after it
+        encoded = codec.encode(exit_)
+        self.unsettled.append((key, attempt, encoded))
         self.writes += 1
-        recorded = codec.decode_primitive(bytes(settled["exit"]))
-        return StepRow(key, attempt, "activity", recorded, None, started_ms)
+        return StepRow(key, attempt, "activity", codec.decode_primitive(encoded), None, started_ms)
 
     @staticmethod
     async def _call(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], limit: Any) -> Any:
@@ -492,14 +570,10 @@ class Pass:
         tag = step.event.__name__
         if row is None:
             after = None if effect.timeout is None else effect.timeout.total_seconds() * 1000
-            await self._fenced(
-                queries.RECORD, _record_params("wait", key, after_ms=after, tag=tag, cursor=self.cursor)
-            )
-            await self._reload(key)
-            self.writes += 1
+            await self._record(_record_params("wait", key, after_ms=after, tag=tag, cursor=self.cursor))
             return True
         scanned = row.scanned if row.scanned is not None else self.cursor
-        async with self.runtime.pool.connection() as conn:
+        async with self.sender.pool.connection() as conn:
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(
                 queries.SCAN, {**self.params, "tag": tag, "after": scanned, "limit": SCAN_BATCH}
@@ -539,9 +613,20 @@ class Pass:
             await self._mark_scanned(key, last)
         return row.due_ms
 
+    def _rewrote(self, key: StepKey, *, exit_: bytes | None = None, scanned: int | None = None) -> None:
+        """Record in the driver what a fenced write of the pass did to a clock's or wait's row
+        (attempt 1), instead of reading it back: the fence rules out any other writer."""
+        driver = self._driver()
+        row = driver.history[key][-1]
+        if exit_ is not None:
+            row = attrs.evolve(row, exit=codec.decode_primitive(exit_))
+        if scanned is not None:  # greatest(), which ignores NULL, as the statements do
+            row = attrs.evolve(row, scanned=scanned if row.scanned is None else max(row.scanned, scanned))
+        driver.record(row)
+
     async def _mark_scanned(self, key: StepKey, scanned: int) -> None:
         await self._fenced(queries.MARK_SCANNED, {**_key_params(key), "scanned": scanned})
-        await self._reload(key)
+        self._rewrote(key, scanned=scanned)
         self.writes += 1
 
     async def _settle_wait(
@@ -550,17 +635,23 @@ class Pass:
         """Settle a wait; True when a row changed (advance again). A refused timeout (an event
         stamped in time arrived past the scanned mark) has still advanced the scanned mark, so
         the next scan starts beyond what this one read."""
+        encoded = codec.encode(exit_)
         result = await self._fenced(
             queries.SETTLE_WAIT,
             {
                 **_key_params(key),
                 "tag": effect.step.event.__name__,
-                "exit": codec.encode(exit_),
+                "exit": encoded,
                 "scanned": seq,
                 "timeout": timed_out,
             },
         )
-        await self._reload(key)
+        if result["settled"]:
+            self._rewrote(key, exit_=encoded, scanned=seq)
+        elif timed_out:
+            self._rewrote(key, scanned=seq)  # refused: only the scanned mark moved
+        else:
+            await self._reload(key)  # already settled (not by this pass): read what is there
         if result["settled"]:
             self.writes += 1
             if not timed_out and "ok" in exit_:
@@ -578,7 +669,7 @@ class Pass:
         driver = self._driver()
         await faults.hit("workflow.before_suspend", self.ref.actor_id, str(self.eid))
         due = None if due_ms is None else datetime.fromtimestamp(due_ms / 1000, tz=UTC)
-        check = await self._fenced(
+        check = await self._settling(
             queries.SUSPEND,
             {
                 "due": due,
@@ -599,7 +690,7 @@ class Pass:
 
     async def _finish(self, workflow: Workflow[Any, Any], final: Ok | Raise) -> None:
         outcome, exit_ = self._result(workflow, final)
-        row = await self._fenced(
+        row = await self._settling(
             queries.FINISH,
             {
                 "outcome": outcome,

@@ -58,9 +58,9 @@ def _arm_from(source: str) -> str:
 # A start: insert the execution (a repeated keyed start attaches: DO NOTHING) with its cursor at
 # the owner's event sequence as it stands before this turn's own events are written (the turn
 # hooks run before the kernel's write), and arm its timer due now.
-START: LiteralString = (
+_START_CTES: LiteralString = (
     """
-WITH g AS (SELECT event_seq FROM actor_generations WHERE """
+g AS (SELECT event_seq FROM actor_generations WHERE """
     + OWNER
     + """),
 ins AS (
@@ -72,20 +72,61 @@ ins AS (
            'running', akter_now(), akter_now()
       FROM g
     ON CONFLICT (routing_key, execution_id) DO NOTHING
-    RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal)
-"""
+    RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal)"""
+)
+START: LiteralString = "WITH" + _START_CTES + _arm_from("ins")
+
+# The activation a turn takes for the runner of this process that owns the actor and holds no
+# generation of it yet: the turn holds the owner's row lock already, so the new generation
+# commits with the turn instead of in a commit of its own before the pass (%(activate)s false:
+# the runner holds one, which the pass reuses).
+_ACTIVATE_IN_TURN: LiteralString = (
+    """
+gen AS (
+    UPDATE actor_generations SET generation = generation + 1
+     WHERE """
+    + OWNER
+    + """ AND %(activate)s
+    RETURNING generation)"""
+)
+
+# A start whose owner this process runs: its timer is armed as a recovery timer (%(due)s, no
+# NOTIFY, no relay hop) and the runner runs the first pass once the turn commits. ``started``
+# is 0 for a repeated keyed start (it attaches: nothing to run).
+START_HERE: LiteralString = (
+    "WITH"
+    + _ACTIVATE_IN_TURN
+    + ","
+    + _START_CTES
+    + ",\narm AS ("
     + _arm_from("ins")
+    + """ RETURNING 1)
+SELECT (SELECT generation FROM gen) AS generation, (SELECT count(*) FROM arm) AS started,
+       (SELECT event_seq FROM g) AS event_cursor"""
 )
 
 # A resume turn: the execution is running again, and its timer becomes a recovery timer a fixed
 # interval ahead, so that if this process dies before the pass suspends or finishes, the relay
 # delivers another resume.
-RESUME_TURN: LiteralString = """
-WITH x AS (
+_RESUME_CTE: LiteralString = """
+x AS (
     UPDATE actor_workflow_executions SET status = 'running', updated_at = akter_now()
      WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND status <> 'finished'
-    RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal)
-""" + _arm_from("x")
+    RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal)"""
+RESUME_TURN: LiteralString = "WITH" + _RESUME_CTE + _arm_from("x")
+
+# The resume turn for the runner of this process that owns the actor, taking its generation in
+# the turn when it holds none (``_ACTIVATE_IN_TURN``).
+RESUME_HERE: LiteralString = (
+    "WITH"
+    + _ACTIVATE_IN_TURN
+    + ","
+    + _RESUME_CTE
+    + ",\narm AS ("
+    + _arm_from("x")
+    + """ RETURNING 1)
+SELECT (SELECT generation FROM gen) AS generation"""
+)
 
 # A turn emitted events: executions of this owner with a pending wait on one of their tags get
 # their timer due now (inserted if the wait had none), so no event is missed (invariant 6).
@@ -159,55 +200,42 @@ ACTIVATE: LiteralString = (
     "UPDATE actor_generations SET generation = generation + 1 WHERE " + OWNER + " RETURNING generation"
 )
 
-# An activity attempt written pending before its work starts (a rerun finds its own row and
-# reuses it), with the timer moved to a recovery time ahead.
-BEGIN_ATTEMPT: LiteralString = (
-    "WITH "
-    + FENCE
-    + """,
-st AS (
-    INSERT INTO actor_workflow_step (routing_key, execution_id, step, scope, occurrence, attempt, kind,
-                                     started_at)
-    SELECT %(rk)s, %(eid)s, %(step)s, %(scope)s, %(occurrence)s, %(attempt)s, 'activity', akter_now()
-      FROM fence
-    ON CONFLICT (routing_key, execution_id, step, scope, occurrence, attempt)
-    DO UPDATE SET kind = excluded.kind
-    RETURNING (extract(epoch FROM started_at) * 1000)::bigint AS started_ms, exit),
-x AS (SELECT routing_key, execution_id, tenant, actor_type, actor_id, principal
-        FROM actor_workflow_executions, fence
-       WHERE routing_key = %(rk)s AND execution_id = %(eid)s),
-arm AS ("""
-    + _arm_from("x")
-    # never move a timer later: an earlier one is a pending wake-up or already a recovery
-    # timer, and leaving it costs no write (most steps of a pass find one ~30 s ahead)
-    + """ WHERE actor_outbox.due_at > excluded.due_at RETURNING 1)
-SELECT (SELECT count(*) FROM fence) AS fenced, st.started_ms, st.exit
-  FROM (SELECT 1) one LEFT JOIN st ON true"""
+# The owner, the generation and the execution: the fence of the lock-first functions.
+_FENCED_ARGS = "%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(generation)s, %(eid)s"
+# Activity attempts the pass ran and has not written yet, settled first by the statements that
+# take them (sql/010): parallel arrays of step, scope, occurrence, attempt and exit.
+_SETTLES = (
+    "%(steps)s::text[], %(scopes)s::text[], %(occurrences)s::int[], %(attempts)s::int[], %(exits)s::bytea[]"
 )
 
-# Settle an activity attempt exactly once; the loser of a settle race reads the winner's exit
-# (a lock-first function: sql/005).
-SETTLE: LiteralString = """
-SELECT fenced, exit
-  FROM akter_wf_settle(%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(generation)s, %(eid)s,
-                       %(step)s, %(scope)s, %(occurrence)s, %(attempt)s, %(exit)s)"""
+# One statement per step boundary (sql/010): settle what the pass ran, then write the next
+# attempt pending before its work starts (a rerun finds its own row and reuses it; an attempt
+# another runner settled returns its exit), with the recovery timer armed %(recovery)s after the
+# database clock unless one is due sooner.
+BEGIN: LiteralString = (
+    "SELECT fenced, settled, started_ms, exit FROM akter_wf_begin("
+    + _FENCED_ARGS
+    + ", %(bucket)s::smallint, "
+    + _SETTLES
+    + ", %(step)s, %(scope)s, %(occurrence)s, %(attempt)s, %(recovery)s)"
+)
+
+# Settle what the pass ran, before it waits for anything but its own writes (sql/010).
+SETTLE_STEPS: LiteralString = (
+    "SELECT fenced, settled FROM akter_wf_settle_steps(" + _FENCED_ARGS + ", " + _SETTLES + ")"
+)
 
 # A step recorded settled at once (a race's winner, a version marker) or pending with a due
-# time recorded once (a clock, a wait's deadline). DO NOTHING keeps the first record.
-RECORD: LiteralString = (
-    "WITH "
-    + FENCE
-    + """,
-ins AS (
-    INSERT INTO actor_workflow_step (routing_key, execution_id, step, scope, occurrence, attempt, kind,
-                                     exit, due_at, wait_tag, wait_cursor, scanned, started_at, settled_at)
-    SELECT %(rk)s, %(eid)s, %(step)s, %(scope)s, %(occurrence)s, 1, %(kind)s, %(exit)s,
-           akter_now() + %(after_ms)s * interval '1 millisecond',
-           %(wait_tag)s, %(cursor)s, %(cursor)s, akter_now(),
-           CASE WHEN %(exit)s::bytea IS NULL THEN NULL ELSE akter_now() END
-      FROM fence
-    ON CONFLICT (routing_key, execution_id, step, scope, occurrence, attempt) DO NOTHING)
-SELECT (SELECT count(*) FROM fence) AS fenced"""
+# time recorded once (a clock, a wait's deadline), after settling what the pass ran, returning
+# the step's row; DO NOTHING keeps the first record, and a clock already due is settled in the
+# same statement (sql/010).
+RECORD_STEP: LiteralString = (
+    "SELECT * FROM akter_wf_record("
+    + _FENCED_ARGS
+    + ", "
+    + _SETTLES
+    + ", %(kind)s, %(step)s, %(scope)s, %(occurrence)s, %(exit)s, %(after_ms)s, %(wait_tag)s,"
+    " %(cursor)s, %(clock_exit)s)"
 )
 
 STEP_ROW: LiteralString = (
@@ -274,15 +302,18 @@ UPDATE actor_workflow_step s SET scanned = greatest(s.scanned, %(scanned)s)
 RETURNING 1 AS fenced"""
 )
 
-# Suspension (a lock-first function: sql/005): abandoned branches' pending waits and clocks are
-# settled; refused (nothing else written) when an interrupt the pass does not know of is pending
-# or a live wait has an event it has not scanned — the pass goes on instead. Otherwise the
-# execution is suspended and its timer armed at %(due)s, or deleted when nothing is due.
-SUSPEND: LiteralString = """
-SELECT fenced, interrupt, unscanned
-  FROM akter_wf_suspend(%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(generation)s, %(eid)s,
-                        %(bucket)s::smallint, %(due)s, %(abandon)s::text[], %(knows_interrupt)s,
-                        %(abandoned)s, %(notify_within)s)"""
+# Suspension (a lock-first function: sql/005, after the settles of sql/010): abandoned
+# branches' pending waits and clocks are settled; refused (nothing else written) when an
+# interrupt the pass does not know of is pending or a live wait has an event it has not scanned
+# — the pass goes on instead. Otherwise the execution is suspended and its timer armed at
+# %(due)s, or deleted when nothing is due.
+SUSPEND: LiteralString = (
+    "SELECT fenced, interrupt, unscanned FROM akter_wf_suspend_settled("
+    + _FENCED_ARGS
+    + ", %(bucket)s::smallint, "
+    + _SETTLES
+    + ", %(due)s, %(abandon)s::text[], %(knows_interrupt)s, %(abandoned)s, %(notify_within)s)"
+)
 
 LEAVE_BLOCKED: LiteralString = (
     "WITH "
@@ -298,12 +329,16 @@ x AS (
     + _arm_from("x")
 )
 
-# Finishing (a lock-first function: sql/005): the first terminal write wins; steps still pending
-# are settled with %(pending_exit)s; the timer is deleted; waiting clients are notified.
-FINISH: LiteralString = """
-SELECT fenced, finished
-  FROM akter_wf_finish(%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(generation)s, %(eid)s,
-                       %(outcome)s, %(result)s, %(interrupt_exit)s, %(drop_steps)s)"""
+# Finishing (a lock-first function: sql/005, after the settles of sql/010): the first terminal
+# write wins; steps still pending are settled with %(pending_exit)s; the timer is deleted;
+# waiting clients are notified.
+FINISH: LiteralString = (
+    "SELECT fenced, finished FROM akter_wf_finish_settled("
+    + _FENCED_ARGS
+    + ", "
+    + _SETTLES
+    + ", %(outcome)s, %(result)s, %(interrupt_exit)s, %(drop_steps)s)"
+)
 
 # An execution whose resume timer the relay parked (sql/007) is blocked too, for that reason.
 POLL: LiteralString = """

@@ -4,8 +4,11 @@ It plugs into a relay (``akter.outbox.relay.RelayPlugin``). Every resume arrives
 turn the relay delivers (invariant 4); after that turn commits, the workflow hook hands the
 execution here and a ``Pass`` runs it. Before an actor's first pass in this process the runner
 *activates* it: it takes a new generation on the actor row, and every write of its passes
-proves that generation still holds. If another process activates the actor later (ownership
-moved), this runner's writes fence out, and it forgets the activation.
+proves that generation still holds. A start or resume turn committed in this process takes
+that generation inside the turn (``hook.py``), so a pass normally needs no activation commit of
+its own; ``ACTIVATE`` remains for a pass scheduled without one. If another process activates
+the actor later (ownership moved), this runner's writes fence out, and it forgets the
+activation.
 
 A resume for an execution whose pass is already running wakes that pass (a new event, an
 interrupt) instead of starting a second one; if it arrives as the pass is ending, the pass is
@@ -135,7 +138,22 @@ class WorkflowRunner:
             await asyncio.gather(*self._tasks, return_exceptions=True)
             self._claimed = False
 
-    def schedule(self, ref: ActorRef, eid: ExecutionId) -> None:
+    def generation(self, ref: ActorRef) -> int | None:
+        """The generation this runner holds of ``ref`` (while a pass of it runs or is scheduled)."""
+        return self._generations.get(ref)
+
+    def schedule(
+        self,
+        ref: ActorRef,
+        eid: ExecutionId,
+        generation: int | None = None,
+        head: dict[str, Any] | None = None,
+    ) -> None:
+        """Run a pass of ``eid``; ``generation``: one a committed turn took (or found held) for
+        this runner, so the pass needs no activation of its own; ``head``: the execution row as
+        the start turn just wrote it (no steps yet), so its first pass needs no load."""
+        if generation is not None and generation > self._generations.get(ref, 0):
+            self._generations[ref] = generation
         key = str(eid)
         running = self._passes.get(key)
         if running is not None:
@@ -143,7 +161,10 @@ class WorkflowRunner:
             running.wake.set()
             return
         self._quiet.clear()
-        task = asyncio.create_task(self._run_pass(ref, eid), name=f"pass {key[:40]}")
+        # counted now, not when the task starts: the actor's generation must outlive every pass
+        # of it that another ending pass could see as the last one
+        self._running[ref] = self._running.get(ref, 0) + 1
+        task = asyncio.create_task(self._run_pass(ref, eid, head), name=f"pass {key[:40]}")
         self._tasks.add(task)
         task.add_done_callback(self._done)
 
@@ -176,15 +197,15 @@ class WorkflowRunner:
                     row = await cur.fetchone()
                 if row is None:
                     raise LookupError(f"{ref} has no actor row")
-                generation = self._generations[ref] = int(row[0])
+                # a turn may have taken a newer one for this runner meanwhile: the newest holds
+                generation = self._generations[ref] = max(int(row[0]), self._generations.get(ref, 0))
                 log.debug("activated %s at generation %d", ref, generation)
             return generation
 
-    async def _run_pass(self, ref: ActorRef, eid: ExecutionId) -> None:
+    async def _run_pass(self, ref: ActorRef, eid: ExecutionId, head: dict[str, Any] | None) -> None:
         key = str(eid)
-        self._running[ref] = self._running.get(ref, 0) + 1
         try:
-            await self._pass_loop(ref, eid, key)
+            await self._pass_loop(ref, eid, key, head)
         finally:
             self._running[ref] -= 1
             if not self._running[ref]:
@@ -192,11 +213,14 @@ class WorkflowRunner:
                 self._generations.pop(ref, None)
                 self._activating.pop(ref, None)
 
-    async def _pass_loop(self, ref: ActorRef, eid: ExecutionId, key: str) -> None:
+    async def _pass_loop(
+        self, ref: ActorRef, eid: ExecutionId, key: str, head: dict[str, Any] | None
+    ) -> None:
         while True:
             self._rerun.discard(key)
             try:
-                p = Pass(self, ref, eid, await self._activate(ref))
+                p = Pass(self, ref, eid, await self._activate(ref), head)
+                head = None  # a pass run again loads what the first one wrote
                 self._passes[key] = p
                 try:
                     await p.run()
@@ -208,6 +232,8 @@ class WorkflowRunner:
                 else:
                     log.exception("pass of %s failed; its recovery timer will resume it", key)
                 return
+            if p.stale and self._generations.get(ref, 0) > p.generation and self.owns(ref):
+                continue  # a turn took a newer generation for this runner meanwhile: run under it
             if key not in self._rerun or not self.owns(ref):
                 return
 

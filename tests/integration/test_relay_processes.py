@@ -84,10 +84,24 @@ async def test_a_sender_killed_before_commit_stages_nothing(database_url: str, p
     assert await peek.count("actor_receipts") == 0
 
 
+async def test_a_delivered_row_goes_with_its_receivers_commit(
+    database_url: str, peek: Peek, relays: list[RelayProcess]
+) -> None:
+    await _stage(database_url, ("s1", Stage(target="r1", n=1)))
+    first = _start(relays, database_url, faults="relay.before_delete=crash@r1")
+    assert first.wait() == -signal.SIGKILL, first.output()
+    # the handler succeeded: the row was deleted inside the receiver's turn, nothing is left to
+    # redeliver although the relay died right after the commit
+    assert await peek.value(RECEIPTS) == 1
+    assert await peek.count("actor_outbox") == 0
+    assert await peek.value("SELECT event_seq FROM actor_generations WHERE actor_type = 'Receiver'") == 1
+
+
 async def test_relay_killed_before_the_delete_redelivers_once_after_the_lease(
     database_url: str, peek: Peek, clock: testing.Clock, relays: list[RelayProcess]
 ) -> None:
-    await _stage(database_url, ("s1", Stage(target="r1", n=1)))
+    # a declared failure commits only its receipt; the row is deleted after the turn
+    await _stage(database_url, ("s1", Stage(target="r1", n=1, command="refuse")))
     first = _start(relays, database_url, faults="relay.before_delete=crash@r1")
     assert first.wait() == -signal.SIGKILL, first.output()
     # the receiver committed; the row is still there, claimed by the dead process
@@ -97,7 +111,7 @@ async def test_relay_killed_before_the_delete_redelivers_once_after_the_lease(
     second = _start(relays, database_url)
     await _until(lambda: peek.count("actor_outbox"), lambda n: n == 0, why="redelivery")
     assert await peek.value(RECEIPTS) == 1
-    assert await peek.value("SELECT event_seq FROM actor_generations WHERE actor_type = 'Receiver'") == 1
+    assert await peek.value("SELECT count(*) FROM actor_receipts WHERE failed") == 1
     assert second.terminate() == 0, second.output()
 
 
