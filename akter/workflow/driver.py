@@ -51,7 +51,7 @@ from akter import codec
 from akter.errors import CompensationFailed, CorruptRecord, EffectDefect, Interrupted
 from akter.workflow import exits
 from akter.workflow.context import Compensation, WorkflowContext, reset_driver, set_driver
-from akter.workflow.declare import Workflow
+from akter.workflow.declare import ActivityStep, Workflow
 from akter.workflow.effects import ActivityCall, All, Effect, Race, Sleep, Wait, as_coroutine
 from akter.workflow.exits import Ok, Outcome, Raise
 
@@ -535,6 +535,26 @@ class Driver:
             due = int(last.exit["retry_at_ms"])
             return RunActivity(call, key, last.attempt + 1) if due <= now_ms else RetryAt(call, key, due)
         return exits.decode(last.exit, call.step.success, call.step.errors)
+
+
+def retry_at_ms(
+    step: ActivityStep[Any], attempt: int, exit_: dict[str, Any], *, now_ms: int, interrupting: bool
+) -> int | None:
+    """When attempt ``attempt + 1`` of ``step`` is due after attempt ``attempt`` ended with
+    ``exit_`` (as ``exits.encode_error`` records it), on the clock ``now_ms`` reads; ``None``
+    when there is to be no other attempt. The retry policy, decided here without I/O:
+
+    - only a defect is retried: a declared error is a business outcome, an interrupt is final;
+    - never an unknown outcome (``ActivityOutcomeUnknown``): a new attempt's new ids could repeat
+      an effect the receiver can no longer deduplicate (invariant 8);
+    - never once the execution is being interrupted;
+    - at most ``step.retry.times`` attempts, each after ``step.retry.backoff.delay(attempt)``."""
+    defect = exit_.get("defect")
+    if not isinstance(defect, dict) or defect.get("type") == "ActivityOutcomeUnknown":
+        return None
+    if interrupting or attempt >= step.retry.times:
+        return None
+    return now_ms + int(step.retry.backoff.delay(attempt).total_seconds() * 1000)
 
 
 def _decode_wait(effect: Wait, key: StepKey, exit_: dict[str, Any]) -> Outcome:

@@ -50,7 +50,6 @@ from psycopg.rows import dict_row
 from akter import codec, faults, logs
 from akter.actor import limits
 from akter.errors import (
-    ActivityOutcomeUnknown,
     CompensationFailed,
     CorruptRecord,
     Defect,
@@ -73,6 +72,7 @@ from akter.workflow.driver import (
     SettleRace,
     StepKey,
     StepRow,
+    retry_at_ms,
 )
 from akter.workflow.effects import Wait
 from akter.workflow.exits import Ok, Raise
@@ -518,16 +518,9 @@ class Pass:
                     exc,
                     extra=logs.fields(execution=self.eid, step=key, attempt=attempt),
                 )
-                # an unknown outcome is never retried: a new attempt's new ids could repeat an
-                # effect the receiver can no longer deduplicate (invariant 8); nor is anything
-                # retried once the execution is being interrupted
-                if (
-                    attempt < step.retry.times
-                    and not isinstance(exc, ActivityOutcomeUnknown)
-                    and not self.interrupting
-                ):
-                    delay = step.retry.backoff.delay(attempt)
-                    exit_["retry_at_ms"] = self.now_ms() + int(delay.total_seconds() * 1000)
+                due = retry_at_ms(step, attempt, exit_, now_ms=self.now_ms(), interrupting=self.interrupting)
+                if due is not None:
+                    exit_["retry_at_ms"] = due
         finally:
             activity.reset_context(token)
         if ctx.unknown is not None and "interrupt" not in exit_:

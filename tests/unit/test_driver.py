@@ -27,6 +27,7 @@ from akter.workflow.driver import (
     SettleRace,
     StepKey,
     StepRow,
+    retry_at_ms,
 )
 from akter.workflow.exits import Ok, Raise
 
@@ -264,3 +265,41 @@ def test_a_first_run_in_any_completion_order_replays_exactly_in_a_fresh_driver(n
     replay = driver(name, recorded)
     assert replay.advance(10) == []
     assert replay.final == first.final
+
+
+def _retrying(times: int, backoff: akter.Backoff) -> akter.ActivityStep[Any]:
+    actor = akter.Actor("RetryPolicy", state=S)
+    wf = actor.workflow("W", input=In)
+    return wf.activity("a", retry=akter.Retry(times=times, backoff=backoff))
+
+
+def test_the_retry_policy_is_decided_from_the_recorded_exit_alone() -> None:
+    step = _retrying(3, akter.Backoff(base=timedelta(seconds=1), factor=2.0, cap=timedelta(seconds=3)))
+    defect = {"defect": {"type": "ValueError", "message": "boom"}}
+    now = 1_000_000
+    # attempts 1 and 2 failed: the next is due after the backoff, capped
+    assert retry_at_ms(step, 1, defect, now_ms=now, interrupting=False) == now + 1000
+    assert retry_at_ms(step, 2, defect, now_ms=now, interrupting=False) == now + 2000
+    # the last attempt failed: no other
+    assert retry_at_ms(step, 3, defect, now_ms=now, interrupting=False) is None
+    # a declared error, an interrupt or an unknown outcome is never retried
+    declared = {"error": {"type": "OutOfStock", "value": {}}}
+    assert retry_at_ms(step, 1, declared, now_ms=now, interrupting=False) is None
+    assert retry_at_ms(step, 1, {"interrupt": {}}, now_ms=now, interrupting=False) is None
+    unknown = {"defect": {"type": "ActivityOutcomeUnknown", "message": "expired"}}
+    assert retry_at_ms(step, 1, unknown, now_ms=now, interrupting=False) is None
+    # nor anything once the execution is being interrupted
+    assert retry_at_ms(step, 1, defect, now_ms=now, interrupting=True) is None
+
+
+@given(st.integers(min_value=1, max_value=20), st.integers(min_value=1, max_value=20))
+def test_a_retry_is_due_within_the_backoff_cap_and_only_while_attempts_remain(
+    times: int, attempt: int
+) -> None:
+    step = _retrying(times, akter.Backoff(base=timedelta(milliseconds=10), cap=timedelta(seconds=1)))
+    due = retry_at_ms(step, attempt, {"defect": {"type": "E", "message": ""}}, now_ms=0, interrupting=False)
+    if attempt >= times:
+        assert due is None
+    else:
+        assert due is not None
+        assert 10 <= due <= 1000
