@@ -368,6 +368,9 @@ def _register_tools() -> None:
 
     inspect_group.add_command(inspect_parked)
     main.add_command(outbox_group)
+    from akter.cli_ui import ui_command  # the inspector page (akter.ui)
+
+    main.add_command(ui_command)
 
 
 _register_tools()
