@@ -31,7 +31,7 @@ import attrs
 import psycopg
 import psycopg_pool
 
-from akter import faults
+from akter import faults, telemetry
 from akter.actor.declare import Command
 from akter.actor.kernel import run_turn
 from akter.actor.staged import decode_payload
@@ -67,12 +67,26 @@ class Claimed:
     caller: bytes
     attempts: int
     token: uuid.UUID
+    #: the trace the intent was staged in (``akter.telemetry.carrier``), or None
+    trace_context: str | None = None
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...], token: uuid.UUID) -> Claimed:
-        _rk, tenant, actor_type, actor_id, intent_id, key, ttype, tid, command, payload, caller, attempts = (
-            row
-        )
+        (
+            _rk,
+            tenant,
+            actor_type,
+            actor_id,
+            intent_id,
+            key,
+            ttype,
+            tid,
+            command,
+            payload,
+            caller,
+            attempts,
+            trace,
+        ) = row
         return cls(
             sender=ActorRef(tenant=tenant, actor_type=actor_type, actor_id=actor_id),
             intent_id=intent_id,
@@ -84,6 +98,7 @@ class Claimed:
             caller=bytes(caller),
             attempts=attempts,
             token=token,
+            trace_context=trace,
         )
 
     def claim_params(self) -> dict[str, Any]:
@@ -150,6 +165,7 @@ class Acknowledger:
                 waiter.set_result(None)
 
 
+@telemetry.traced_delivery
 async def deliver(sender: Sender, settings: RelaySettings, row: Claimed, acks: Acknowledger) -> bool:
     """Deliver one claimed row; True when the receiver's receipt committed and the row is done."""
     ids = (row.target_id, row.sender.actor_id, row.intent_id)
