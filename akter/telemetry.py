@@ -25,6 +25,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, propagate, trace
+from opentelemetry.metrics import _internal as _metrics_internal
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
@@ -34,9 +35,27 @@ R = TypeVar("R")
 NAME = "akter"
 #: the only carrier keys kept: a stored context is ids, never baggage
 _KEYS = ("traceparent", "tracestate")
+_UNKNOWN = object()
 
 tracer = trace.get_tracer(NAME)
 meter = metrics.get_meter(NAME)
+
+
+def active() -> bool:
+    """Whether an SDK (any provider) is set for traces or metrics. When neither is, the wrappers
+    below call straight through: no span, no context switch, no instrument call. The API's own
+    ``get_tracer_provider()`` reads the environment on every call (microseconds), so this reads
+    the globals it sets instead, and falls back to it if a later API version renames them."""
+    traces = getattr(trace, "_TRACER_PROVIDER", _UNKNOWN)
+    meters = getattr(_metrics_internal, "_METER_PROVIDER", _UNKNOWN)
+    if traces is None and meters is None:
+        return False
+    if traces is _UNKNOWN or meters is _UNKNOWN:  # pragma: no cover - a renamed API internal
+        return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider) or (
+            type(metrics.get_meter_provider()).__name__ != "_ProxyMeterProvider"
+        )
+    return True
+
 
 # ---- instruments (each one documented in docs/observability.md) -------------------------------
 
@@ -158,6 +177,8 @@ def traced_turn(fn: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any
 
     @functools.wraps(fn)
     async def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        if not active():
+            return await fn(*args, **kwargs)
         command, ref, command_id = args[1], args[2], args[4]
         actor_type = str(getattr(ref, "actor_type", ""))
         attributes: Labels = {
@@ -192,6 +213,8 @@ def traced_delivery(fn: Callable[P, Awaitable[bool]]) -> Callable[P, Coroutine[A
 
     @functools.wraps(fn)
     async def run(*args: P.args, **kwargs: P.kwargs) -> bool:
+        if not active():
+            return await fn(*args, **kwargs)
         row = args[2]
         attempt = int(getattr(row, "attempts", 0))
         command, target = str(getattr(row, "command", "")), str(getattr(row, "target_type", ""))
@@ -231,6 +254,8 @@ def traced_pass(fn: Callable[..., Awaitable[R]]) -> Callable[..., Coroutine[Any,
 
     @functools.wraps(fn)
     async def run(self: Any, workflow: Any, *args: Any, **kwargs: Any) -> R:
+        if not active():
+            return await fn(self, workflow, *args, **kwargs)
         name = str(getattr(workflow, "name", "?"))
         attributes: Labels = {
             "akter.execution.id": str(getattr(self, "eid", "")),
@@ -258,6 +283,8 @@ def traced_attempt(fn: Callable[..., Awaitable[R]]) -> Callable[..., Coroutine[A
 
     @functools.wraps(fn)
     async def run(self: Any, need: Any, *args: Any, **kwargs: Any) -> R:
+        if not active():
+            return await fn(self, need, *args, **kwargs)
         key = getattr(need, "key", None)
         step = str(getattr(key, "step", "?"))
         attributes: Labels = {
@@ -288,6 +315,8 @@ def traced_suspend(fn: Callable[..., Awaitable[bool]]) -> Callable[..., Coroutin
 
     @functools.wraps(fn)
     async def run(self: Any, due_ms: int | None, *args: Any, **kwargs: Any) -> bool:
+        if not active():
+            return await fn(self, due_ms, *args, **kwargs)
         on = "timer" if due_ms is not None else "event"
         attributes: Labels = {"akter.execution.id": str(getattr(self, "eid", "")), "akter.suspend.on": on}
         if due_ms is not None:
