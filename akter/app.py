@@ -39,6 +39,7 @@ from akter.errors import (
 )
 from akter.outbox.intents import OutboxHook
 from akter.outbox.relay import Relay, RelayPlugin, RelaySettings
+from akter.workflow import schedules
 from akter.workflow.declare import workflows_of
 from akter.workflow.run import SyncWorkflowClient, WorkflowClient
 
@@ -102,6 +103,10 @@ class App:
         self.relay_plugins: list[RelayPlugin] = []
         if any(workflows_of(a) for a in self.actors.values()):
             self._add_workflows()
+        if any(schedules.enabled(a) for a in self.actors.values()):
+            from akter.workflow.schedule_admin import install
+
+            install(self)
         #: the engine; ``_started`` when ``start()`` opened it (else a script's client did)
         self._engine: Engine | None = None
         self._started = False

@@ -32,6 +32,7 @@ from akter.actor.declare import Actor
 from akter.actor.kernel import TurnHook, TurnOptions
 from akter.actor.manifest import accept as accept_actor_manifests
 from akter.actor.sender import Sender
+from akter.actor.subscribe import EVENTS_CHANNEL
 from akter.errors import ConfigurationError, DatabaseUnavailable, SchemaError, SchemaTooNew
 from akter.store.background import one_line
 from akter.store.database import ENV_DATABASE_URL, describe, resolve_database_url
@@ -75,8 +76,8 @@ class Engine:
         self.session = session
         self.sender = Sender(session, app.actors, TurnOptions(busy_timeout=app.busy_timeout, hooks=app.hooks))
         self.loop = asyncio.get_running_loop()
-        #: the one ``LISTEN akter_finished`` connection every ``run.result()`` shares
-        self.results = Listener(session.url, FINISHED_CHANNEL, name="akter-results")
+        #: the one ``LISTEN`` connection every ``run.result()`` and event subscription shares
+        self.results = session.listener
 
     @classmethod
     async def open(cls, app: Declarations, *, migrate: bool | None = None) -> Engine:
@@ -113,10 +114,11 @@ class Engine:
         except BaseException:
             await pool.close()
             raise
-        return cls(app, Session(url, pool, retry_window_ms=window, skew_ms=now_ms - local_ms()))
+        listener = Listener(url, FINISHED_CHANNEL, channels=(EVENTS_CHANNEL,), name="akter-results")
+        session = Session(url, pool, listener, retry_window_ms=window, skew_ms=now_ms - local_ms())
+        return cls(app, session)
 
     async def close(self) -> None:
-        await self.results.close()
         await self.session.close()
 
 

@@ -19,6 +19,7 @@ own, and every class says when it is raised and what it carries::
     │   ├── InvalidExecutionKey     a workflow key outside 1..256 UTF-8 bytes
     │   ├── InvalidTimerKey         an outbox key with a reserved prefix or bad size
     │   ├── UnknownCommand          the actor type declares no such command
+    │   ├── UnknownSchedule         no schedule of that name in that tenant
     │   └── PayloadTooLarge         a command payload or workflow input over its actor type's cap
     ├── CommandRejected             a command was refused before its handler ran; nothing was written
     │   ├── CommandConflict         the id is known with another command or payload
@@ -153,6 +154,10 @@ class InvalidTimerKey(InvalidInput):
 
 class UnknownCommand(InvalidInput):
     """The actor type declares no command of that name."""
+
+
+class UnknownSchedule(InvalidInput):
+    """No schedule of that name exists in that tenant (``client.schedules``, ``akter schedules``)."""
 
 
 class PayloadTooLarge(InvalidInput):

@@ -194,14 +194,14 @@ def _cli(url: str, version: str) -> tuple[float, int, str]:
 async def _in_process(url: str, app: akter.App) -> tuple[float, check.Report]:
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         started = time.perf_counter()
-        report = await check.check(app, conn, accept=False)
+        report = await check.check(conn, app.actors.values(), accept=False)
         return time.perf_counter() - started, report
 
 
 async def _grouped_rows(url: str, app: akter.App) -> dict[str, int]:
     """How many rows the grouping statements return (what is judged, instead of executions)."""
     declared = {(w.actor.name, w.name): manifest.of(w) for w in manifest.all_workflows(app.actors.values())}
-    verdict = check._Verdict(app, declared)
+    verdict = check._Verdict(app.actors, declared)
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         by_manifest = await (await conn.execute(check.BY_MANIFEST)).fetchall()
         params = {"hashes": [h for t, w, h, _ in by_manifest if declared.get((t, w), (None, None))[1] != h]}

@@ -15,14 +15,21 @@ duration of a script's ``with app.sync_client():``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
+import psycopg
+from returns.maybe import Maybe
 from returns.result import Result
 
+from akter.actor import subscribe
 from akter.actor.declare import Actor, Command
+from akter.actor.joined import JoinedSender, check_connection
 from akter.actor.kernel import Committed
+from akter.actor.query import Event, Query, run_query
 from akter.callers import Anonymous, Caller
 from akter.errors import InvalidInput
 from akter.ids import ActorRef, CommandId
@@ -34,6 +41,7 @@ S = TypeVar("S")
 I = TypeVar("I")  # noqa: E741 -- named as in akter.actor.declare: a command's input type
 O = TypeVar("O")  # noqa: E741 -- named as in akter.actor.declare: a command's output type
 T = TypeVar("T")
+E = TypeVar("E")
 
 
 class ActorHandle(Generic[S]):
@@ -62,6 +70,35 @@ class ActorHandle(Generic[S]):
         cid = CommandId.parse(command_id) if command_id is not None else None
         return await self._sender.send(self.ref, command, payload, cid, self.caller)
 
+    async def query(self, query: Query[S, I, O], payload: I) -> Result[O, Exception]:
+        """Answer a read-only ``query`` (``akter.actor.query``) from the actor's last committed
+        state: no receipt, no row lock, nothing written; refused by the access policy like a
+        command (``AccessDenied``), and a payload of the wrong type is ``InvalidInput``."""
+        if not isinstance(query, Query) or query.actor is not self.actor:
+            raise InvalidInput(f"{query!r} is not a query of {self.actor.name}")
+        budget = self._sender.busy_timeout.total_seconds()
+        return await run_query(self._sender.pool, query, self.ref, payload, self.caller, budget=budget)
+
+    def events(self, after: int = 0) -> AsyncIterator[Event]:
+        """The actor's events with a sequence above ``after``, in order, each once, as they
+        commit; it never ends by itself (``akter.actor.subscribe``). Refused by the access
+        policy like a query."""
+        return subscribe.events(self._sender, self.actor, self.ref, self.caller, after)
+
+    async def wait_for(
+        self,
+        event_type: type[E],
+        *,
+        where: Callable[[E], bool] | None = None,
+        timeout: float | timedelta | None = None,
+        after: int = 0,
+    ) -> Maybe[E]:
+        """The first event of ``event_type`` after ``after`` that ``where`` accepts, committed
+        before the call or after it: ``Some(event)``, or ``Nothing`` once ``timeout`` passed."""
+        return await subscribe.wait_for(
+            self._sender, self.actor, self.ref, self.caller, event_type, where, timeout, after
+        )
+
     def __repr__(self) -> str:
         return f"<ActorHandle {self.ref} as {self.caller!r}>"
 
@@ -84,6 +121,18 @@ class Client:
         """A fresh command id on the database clock; keep it to retry a send safely."""
         return str(self.sender.mint_command_id())
 
+    def with_connection(self, conn: psycopg.AsyncConnection[Any]) -> Self:
+        """A client of the same kind whose sends — commands, the intents their turns stage, the
+        workflows they start — are written inside ``conn``'s transaction, which the
+        application owns: they commit with it, or leave no trace (``akter.actor.joined``).
+        Queries and subscriptions still read committed data through the engine's pool."""
+        check_connection(conn, self.sender.session.url, sync=False)
+        return self._rebind(JoinedSender(self.sender, conn))
+
+    def _rebind(self, sender: Sender) -> Self:
+        """This client on another sender (a subclass passes what else it holds)."""
+        return type(self)(sender, self.caller)
+
 
 class SyncActorHandle(Generic[S]):
     def __init__(self, loop: _Portal, handle: ActorHandle[S]) -> None:
@@ -95,6 +144,39 @@ class SyncActorHandle(Generic[S]):
         self, command: Command[S, I, O], payload: I, *, command_id: str | None = None
     ) -> Result[O, Exception]:
         return self._loop.run(self._handle.send(command, payload, command_id=command_id))
+
+    def query(self, query: Query[S, I, O], payload: I) -> Result[O, Exception]:
+        """``ActorHandle.query``, blocking."""
+        return self._loop.run(self._handle.query(query, payload))
+
+    def events(self, after: int = 0) -> Iterator[Event]:
+        """``ActorHandle.events`` as a blocking iterator; close it (or leave its ``for``) to
+        stop listening."""
+        stream = self._handle.events(after)
+
+        async def step() -> Event:
+            return await anext(stream)
+
+        try:
+            while True:
+                try:
+                    yield self._loop.run(step())
+                except StopAsyncIteration:
+                    return
+        finally:
+            with contextlib.suppress(RuntimeError):  # the engine closed first: nothing to close
+                self._loop.run(_aclose(stream))
+
+    def wait_for(
+        self,
+        event_type: type[E],
+        *,
+        where: Callable[[E], bool] | None = None,
+        timeout: float | timedelta | None = None,
+        after: int = 0,
+    ) -> Maybe[E]:
+        """``ActorHandle.wait_for``, blocking."""
+        return self._loop.run(self._handle.wait_for(event_type, where=where, timeout=timeout, after=after))
 
 
 class SyncClient:
@@ -111,6 +193,12 @@ class SyncClient:
 
     def new_command_id(self) -> str:
         return self._client.new_command_id()
+
+
+async def _aclose(stream: AsyncIterator[Any]) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 class _Portal:

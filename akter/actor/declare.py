@@ -27,6 +27,7 @@ from akter.errors import DeclarationError, Defect
 from akter.ids import MAX_ACTOR_TYPE_BYTES
 
 if TYPE_CHECKING:
+    from akter.actor.query import Query, View
     from akter.actor.turn import Turn
 
 S = TypeVar("S")
@@ -137,6 +138,12 @@ class CommandDecorator(Protocol[S]):
     def __call__(self, fn: Callable[[Turn[S], I], O], /) -> Command[S, I, O]: ...
 
 
+class QueryDecorator(Protocol[S]):
+    """What ``@Actor.query(...)`` with options returns."""
+
+    def __call__(self, fn: Callable[[View[S], I], O], /) -> Query[S, I, O]: ...
+
+
 class Actor(Generic[S]):
     """An actor type: a name, a state type, the event types it emits, its commands.
 
@@ -218,6 +225,8 @@ class Actor(Generic[S]):
         #: how stored states of older shapes are read, oldest first
         self.upgrades: tuple[Upgrade[Any], ...] = upgrades
         self.commands: dict[str, Command[S, Any, Any]] = {}
+        #: read-only queries (``akter.actor.query``), by name
+        self.queries: dict[str, Query[S, Any, Any]] = {}
         self._declare_members()
 
     def _declare_members(self) -> None:
@@ -315,6 +324,53 @@ class Actor(Generic[S]):
         cmd = self._build_command(handler, name, (), False, allow_reserved=True)
         self.commands[cmd.name] = cmd
         return cmd
+
+    @overload
+    def query(self, fn: Callable[[View[S], I], O]) -> Query[S, I, O]: ...
+
+    @overload
+    def query(
+        self, *, name: str | None = None, errors: Sequence[type[Exception]] = (), recent: int = 0
+    ) -> QueryDecorator[S]: ...
+
+    def query(
+        self,
+        fn: Callable[[View[S], Any], Any] | None = None,
+        *,
+        name: str | None = None,
+        errors: Sequence[type[Exception]] = (),
+        recent: int = 0,
+    ) -> Any:
+        """Declare a read-only query (``akter.actor.query``): ``def handler(view, payload) ->
+        output`` runs on the actor's last committed state and its ``recent`` last events, with
+        no transaction that writes, no receipt and no row lock."""
+        from akter.actor.query import Query, recent_problems
+
+        def register(handler: Callable[[View[S], Any], Any]) -> Query[S, Any, Any]:
+            query_name = str(name or getattr(handler, "__name__", ""))
+            problems: list[str] = []
+            if not _NAME.fullmatch(query_name) or query_name.startswith(RESERVED_PREFIX):
+                problems.append(f"name {query_name!r} is not a valid query name")
+            if query_name in self.queries or query_name in self.commands:
+                problems.append(f"{self.name} already declares a command or query named {query_name!r}")
+            payload_type, output = _handler_types(handler, problems)
+            problems.extend(_error_problems(errors))
+            problems.extend(recent_problems(recent))
+            if problems:
+                raise DeclarationError(f"query {self.name}.{query_name or handler!r}", problems)
+            query: Query[S, Any, Any] = Query(
+                actor=self,
+                name=query_name,
+                input=payload_type,
+                output=None if output is type(None) else output,
+                errors=tuple(errors),
+                recent=recent,
+                handler=handler,
+            )
+            self.queries[query_name] = query
+            return query
+
+        return register(fn) if fn is not None else register
 
     def __repr__(self) -> str:
         return f"<Actor {self.name}>"

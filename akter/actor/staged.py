@@ -52,6 +52,9 @@ class Send:
     after_ms: int | None
     at_ms: int | None
     key: str | None
+    #: the uuid part of the intent id (32 hex digits) when a layer derives it (a schedule's
+    #: slot); None: a random one
+    nonce: str | None = None
 
     @property
     def timer(self) -> bool:

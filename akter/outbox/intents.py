@@ -98,7 +98,7 @@ class OutboxHook:
         timer_caller = encode_caller(System(source="timer", ref=str(ref), on_behalf_of=principal))
         due = [s.due_ms(record.now_ms) for s in sends]
         params |= {
-            "nonces": [uuid.uuid4().hex for _ in sends],
+            "nonces": [s.nonce or uuid.uuid4().hex for s in sends],
             "due": due,
             "keys": [s.key for s in sends],
             "target_types": [s.target.actor_type for s in sends],

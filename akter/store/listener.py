@@ -3,7 +3,10 @@
 ``Listener`` holds one connection in ``LISTEN <channel>`` (never inside a transaction) and hands
 each notification to the waiters subscribed to its payload. ``run.result()`` is its user: the
 channel is ``akter_finished`` and the payload an execution id (``akter.workflow.run``), so a
-process waiting for a thousand results holds one connection, not a thousand.
+process waiting for a thousand results holds one connection, not a thousand. The same
+connection also listens on the channels passed as ``channels`` (the engine adds
+``akter_events``, whose payload is an actor's routing key: ``akter.actor.subscribe``); a waiter
+names its channel and payload.
 
 The connection is opened on the first subscription, not when the engine starts, so a process
 that never waits for a result holds no idle connection for it. A lost connection is an ordinary
@@ -71,6 +74,7 @@ class Listener:
         url: str,
         channel: str,
         *,
+        channels: tuple[str, ...] = (),
         name: str = "akter-listener",
         wait_initial: float = 0.05,
         wait_max: float = 5.0,
@@ -78,11 +82,13 @@ class Listener:
     ) -> None:
         self.url = url
         self.channel = channel
+        #: every channel the one connection listens on: ``channel`` first, then ``channels``
+        self.channels = (channel, *(c for c in channels if c != channel))
         self.name = name
         self._wait_initial = wait_initial
         self._wait_max = wait_max
         self._wait_jitter = wait_jitter
-        self._waiters: dict[str, set[Subscription]] = {}
+        self._waiters: dict[tuple[str, str], set[Subscription]] = {}
         self._listening = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
@@ -90,21 +96,25 @@ class Listener:
         self.connects = 0
 
     @contextlib.contextmanager
-    def subscribe(self, key: str) -> Iterator[Subscription]:
-        """Subscribe to notifications whose payload is ``key``, for the block's duration."""
+    def subscribe(self, key: str, *, channel: str | None = None) -> Iterator[Subscription]:
+        """Subscribe to notifications on ``channel`` (the first channel by default) whose
+        payload is ``key``, for the block's duration."""
         if self._closed:
             raise ConfigurationError("this App was closed: start it again to wait for results")
+        where = (channel or self.channel, key)
+        if where[0] not in self.channels:
+            raise ConfigurationError(f"this listener does not listen on {where[0]!r}")
         self._ensure_running()
         sub = Subscription(self, key)
-        self._waiters.setdefault(key, set()).add(sub)
+        self._waiters.setdefault(where, set()).add(sub)
         try:
             yield sub
         finally:
-            waiters = self._waiters.get(key)
+            waiters = self._waiters.get(where)
             if waiters is not None:
                 waiters.discard(sub)
                 if not waiters:
-                    del self._waiters[key]
+                    del self._waiters[where]
 
     async def listening(self, seconds: float) -> bool:
         with contextlib.suppress(TimeoutError):
@@ -135,7 +145,8 @@ class Listener:
     async def _connect(self) -> psycopg.AsyncConnection[Any]:
         conn = await psycopg.AsyncConnection.connect(self.url, **connection_kwargs(self.url, name=self.name))
         try:
-            await conn.execute(f"LISTEN {self.channel}")
+            for channel in self.channels:
+                await conn.execute(f"LISTEN {channel}")
         except BaseException:
             await conn.close()
             raise
@@ -172,7 +183,7 @@ class Listener:
                 # Whatever was notified while nobody listened is lost: every waiter re-checks.
                 self._wake_all()
                 async for note in conn.notifies():
-                    for sub in self._waiters.get(note.payload, ()):
+                    for sub in self._waiters.get((note.channel, note.payload), ()):
                         sub.wake()
             except psycopg.Error as exc:
                 if not is_connection_lost(exc):

@@ -13,7 +13,10 @@ estimate with ``observe_clock`` and mints again. Durable times (timers, deadline
 are never computed from the estimate: they are ``akter_now()`` inside the statement that
 writes them.
 
-The session owns nothing it did not open: ``akter.engine`` builds it and closes its pool.
+It also holds the engine's one ``Listener`` (``akter.store.listener``): one ``LISTEN`` connection
+for every ``run.result()`` waiter and every subscription to an actor's events in the process.
+
+``akter.engine`` builds the session; ``close`` closes the listener, then the pool.
 """
 
 from __future__ import annotations
@@ -24,16 +27,24 @@ from typing import Any
 import psycopg_pool
 
 from akter.ids import CommandId
+from akter.store.listener import Listener
 
 
 class Session:
     """The pool, database URL, retry window and database-clock estimate of one engine."""
 
     def __init__(
-        self, url: str, pool: psycopg_pool.AsyncConnectionPool[Any], *, retry_window_ms: int, skew_ms: int
+        self,
+        url: str,
+        pool: psycopg_pool.AsyncConnectionPool[Any],
+        listener: Listener,
+        *,
+        retry_window_ms: int,
+        skew_ms: int,
     ) -> None:
         self.url = url
         self.pool = pool
+        self.listener = listener
         self.retry_window_ms = retry_window_ms
         #: database clock minus local clock, in milliseconds
         self.skew_ms = skew_ms
@@ -51,6 +62,7 @@ class Session:
         return CommandId.mint(self.now_ms(), self.retry_window_ms)
 
     async def close(self) -> None:
+        await self.listener.close()
         await self.pool.close()
 
 

@@ -30,38 +30,30 @@ added up per (actor type, workflow, reason) into a ``Report`` — compatible or 
 oldest start times and what to do — printed as text (``Report.text``) or data (``Report.data``,
 ``--json``). A compatible check stores this code's manifests as accepted.
 
-``akter relay APP`` runs ``startup_check`` before it starts and refuses to start, with the same
-report, when the check refuses. The click group ``workflows`` is defined here and registered by
-``akter.cli``.
+``check`` is a function of the actor types and a connection, returning the ``Report`` value; it
+prints nothing and knows no command line. ``akter workflows check APP`` (``akter.cli.workflows``)
+prints it and exits on it; ``akter relay APP`` (``akter.cli.relay``) runs it on the App's pool
+before it starts and refuses to start, with the same report, when the check refuses.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, LiteralString
 
 import attrs
-import click
 import psycopg
 from psycopg.types.json import Jsonb
 
 from akter.actor import compat as actor_compat
 from akter.actor import manifest as actor_manifest
-from akter.errors import AkterError, ConfigurationError
 from akter.workflow import compat, manifest, manifest_store
 
 if TYPE_CHECKING:
-    from akter.app import App
+    from akter.actor.declare import Actor
     from akter.workflow.declare import Workflow
-
-EXIT_COMPATIBLE = 0
-EXIT_REFUSED = 1
-EXIT_ERROR = 2
 
 BY_MANIFEST: LiteralString = """
 SELECT actor_type, workflow, manifest_hash, count(*) AS executions
@@ -227,20 +219,24 @@ def _when(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _declared(app: App) -> dict[tuple[str, str], Workflow[Any, Any]]:
-    return {(w.actor.name, w.name): w for w in manifest.all_workflows(app.actors.values())}
+def _declared(actors: Iterable[Actor[Any]]) -> dict[tuple[str, str], Workflow[Any, Any]]:
+    return {(w.actor.name, w.name): w for w in manifest.all_workflows(actors)}
 
 
-async def check(app: App, conn: psycopg.AsyncConnection[Any], *, accept: bool = True) -> Report:
-    """Judge every open execution against ``app``'s declarations (see the module docstring).
-    With ``accept``, a compatible check stores the app's manifests."""
-    declared = _declared(app)
+async def check(
+    conn: psycopg.AsyncConnection[Any], actors: Iterable[Actor[Any]], *, accept: bool = True
+) -> Report:
+    """Judge every open execution against the declarations of ``actors`` (an App's actor
+    types; see the module docstring), on ``conn``, which the check leaves open and idle. With
+    ``accept``, a compatible check stores their manifests."""
+    by_name = {a.name: a for a in actors}
+    declared = _declared(by_name.values())
     current = {key: manifest.of(w) for key, w in declared.items()}
     async with conn.transaction():
         await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         by_manifest = await (await conn.execute(BY_MANIFEST)).fetchall()
         hashes = [h for t, w, h, _ in by_manifest if (t, w) not in current or current[(t, w)][1] != h]
-        verdict = _Verdict(app, current)
+        verdict = _Verdict(by_name, current)
         if hashes:
             params = {"hashes": hashes}
             starts = dict(await (await conn.execute(START_MANIFESTS, params)).fetchall())
@@ -255,21 +251,25 @@ async def check(app: App, conn: psycopg.AsyncConnection[Any], *, accept: bool = 
                     row = await (await conn.execute(REFUSED_BY_STEPS, params)).fetchone()
                     counted = int(row[0]) if row else 0
                 verdict.refused += counted
-        actors = await actor_compat.check(conn, app.actors.values())
+        judged = await actor_compat.check(conn, by_name.values())
     report = verdict.report(open_executions=sum(int(g[3]) for g in by_manifest))
-    report = attrs.evolve(report, actor_refusals=actors.refusals, actor_changes=actors.changes)
+    report = attrs.evolve(report, actor_refusals=judged.refusals, actor_changes=judged.changes)
     if report.compatible and accept:
         async with conn.transaction():
             await conn.execute(manifest_store.ACCEPT, manifest_store.accept_params(declared.values()))
-            await actor_manifest.accept(conn, app.actors.values())
+            await actor_manifest.accept(conn, by_name.values())
     return report
 
 
 class _Verdict:
     """The problems of the groups and recorded steps one check reads, added up."""
 
-    def __init__(self, app: App, current: Mapping[tuple[str, str], tuple[manifest.Manifest, str]]) -> None:
-        self.app = app
+    def __init__(
+        self,
+        actors: Mapping[str, Actor[Any]],
+        current: Mapping[tuple[str, str], tuple[manifest.Manifest, str]],
+    ) -> None:
+        self.actors = actors
         self.current = current
         self.tally: dict[tuple[str, str, compat.Problem], list[Any]] = {}
         self.owner: dict[str, tuple[str, str]] = {}  # manifest hash -> (actor type, workflow)
@@ -286,7 +286,7 @@ class _Verdict:
         return compat.judge(
             actor_type=actor_type,
             workflow=workflow,
-            declared_types=self.app.actors,
+            declared_types=self.actors,
             current=None if mine is None else mine[0],
             start=starts.get(start_hash),
             start_hash=start_hash,
@@ -387,78 +387,3 @@ class _Verdict:
             key=lambda r: (r.actor_type, r.workflow, order[r.code], r.step or "", r.marker or "", r.message),
         )
         return Report(open_executions, self.checked, self.refused, tuple(refusals))
-
-
-async def startup_check(app: App) -> Report:
-    """The relay's start-up check: ``check`` on the App's own engine (started if need be)."""
-    engine = await app.engine()
-    async with engine.sender.pool.connection() as conn:
-        return await check(app, conn)
-
-
-# ---- the command -----------------------------------------------------------------------------
-
-
-@click.group()
-def workflows() -> None:
-    """Workflow tools: the deploy check."""
-
-
-@workflows.command("check")
-@click.argument("app_path", metavar="APP")
-@click.option(
-    "--database-url",
-    help="PostgreSQL URL; overrides the App's own URL, which overrides AKTER_DATABASE_URL.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def check_command(app_path: str, database_url: str | None, *, as_json: bool) -> None:
-    """Would deploying APP strand open executions? APP is module:attribute naming an akter.App.
-
-    Compares APP's workflow declarations with every open execution in the database and
-    refuses when one of them could not be replayed: its actor type, workflow or start manifest
-    is gone; a step it started with was removed, renamed or changed kind; a step it recorded
-    changed its result schema; its payload schema changed; a version marker it recorded is no
-    longer declared or outside min..current, or it predates a marker whose min is above 0.
-    Refusals are grouped by actor type, workflow and reason, with counts, the oldest start time
-    and what to do. It also refuses when APP's actor types would misread stored data: a state
-    field removed or renamed without an upgrade, or of another type; an event type removed or
-    changed while events of it are stored; a command payload changed while undelivered intents
-    carry it — with the number of stored rows. A compatible check stores APP's manifests as
-    accepted.
-
-    Exit 0 compatible, 1 refused, 2 usage or database errors, 3 a crash (a bug in akter)."""
-    from akter import cli_support
-
-    try:
-        app = cli_support.load_app(app_path)
-        url = cli_support.database_url(database_url, app=app)
-    except ConfigurationError as exc:
-        cli_support.fail_with(exc)
-    try:
-        report = asyncio.run(_check_url(app, url))
-    except ConfigurationError as exc:
-        cli_support.fail_with(exc)
-    except AkterError as exc:
-        cli_support.fail(cli_support.one_line(exc), EXIT_ERROR)
-    except psycopg.Error as exc:
-        cli_support.fail_with(cli_support.database_problem(exc, url))
-    if as_json:
-        click.echo(json.dumps(report.data(), indent=2))
-    else:
-        click.echo(report.text())
-    sys.exit(EXIT_COMPATIBLE if report.compatible else EXIT_REFUSED)
-
-
-async def _check_url(app: App, url: str) -> Report:
-    from akter.cli_support import cannot_connect
-    from akter.store.pool import connection_kwargs
-
-    # Its own connection, not the App's engine: a deploy check must not migrate the database
-    # it inspects (the code being checked may carry migrations not applied yet).
-    kwargs = connection_kwargs(url, name="akter-workflows-check")
-    try:
-        conn = await psycopg.AsyncConnection.connect(url, **kwargs)
-    except psycopg.OperationalError as exc:
-        raise cannot_connect(exc, url) from exc
-    async with conn:
-        return await check(app, conn)

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from akter.actor.turn import Turn
     from akter.workflow.commands import Interrupt
     from akter.workflow.context import WorkflowContext
+    from akter.workflow.schedules import Schedule
 
 S = TypeVar("S")
 I = TypeVar("I")  # noqa: E741 -- a workflow's input type
@@ -212,9 +213,20 @@ class Actor(ActorType[S]):
 
     #: the workflow members declared on this type, by name
     workflows: dict[str, Workflow[Any, Any]]
+    #: the schedules declared on this type (``akter.workflow.schedules``), by name
+    schedules: dict[str, Schedule]
 
     def _declare_members(self) -> None:
         self.workflows = {}
+        self.schedules = {}
+
+    def schedule(self, name: str, **options: Any) -> Schedule:
+        """Declare a schedule on one actor of this type (``akter.workflow.schedules.Schedule``:
+        ``actor_id``, ``tenant``, ``member``, ``payload``, ``cron`` or ``every``, ``timezone``,
+        ``catch_up``, ``max_catch_up``); relays reconcile declared schedules at start-up."""
+        from akter.workflow.schedules import declare
+
+        return declare(self, name, **options)
 
     def workflow(
         self,

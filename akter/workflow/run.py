@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, LiteralString, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, LiteralString, Self, TypeVar
 
 import attrs
 import psycopg
@@ -26,6 +26,7 @@ from returns.result import Failure, Result, Success
 from akter import codec
 from akter.actor.client import ActorHandle, Client, SyncActorHandle, SyncClient
 from akter.actor.declare import Actor
+from akter.actor.joined import JoinedSender, check_connection
 from akter.callers import Anonymous, Caller
 from akter.errors import CorruptRecord, InvalidExecutionId, InvalidInput
 from akter.ids import ActorRef, CommandId, ExecutionId, check_execution_key
@@ -34,10 +35,12 @@ from akter.workflow import exits, queries
 from akter.workflow.commands import Interrupt, decode_interrupter, parse_for
 from akter.workflow.declare import Workflow
 from akter.workflow.exits import Ok
+from akter.workflow.schedule_admin import Schedules, SyncSchedules
 
 if TYPE_CHECKING:
     from akter.actor.sender import Sender
     from akter.store.listener import Listener
+    from akter.workflow.joined import SyncJoinedClient
 
 S = TypeVar("S")
 I = TypeVar("I")  # noqa: E741 -- a workflow's input type
@@ -237,6 +240,14 @@ class WorkflowClient(Client):
             self.sender, self.results, workflow, parse_for(workflow, execution_id, tenant), caller=self.caller
         )
 
+    def _rebind(self, sender: Sender) -> Self:
+        return type(self)(sender, self.results, self.caller)
+
+    @property
+    def schedules(self) -> Schedules:
+        """Add, list, pause, resume, trigger and delete schedules (``akter.workflow.schedule_admin``)."""
+        return Schedules(self.sender)
+
 
 class SyncRun(Generic[O]):
     def __init__(self, loop: Any, run: Run[O]) -> None:
@@ -281,3 +292,20 @@ class SyncWorkflowClient(SyncClient):
         if not isinstance(client, WorkflowClient):  # the sync facade wraps what the async one made
             raise TypeError(f"expected a WorkflowClient, got {type(client).__name__}")
         return SyncRun(self._loop, client.run(workflow, execution_id, tenant=tenant))
+
+    @property
+    def schedules(self) -> SyncSchedules:
+        client = self._client
+        if not isinstance(client, WorkflowClient):  # the sync facade wraps what the async one made
+            raise TypeError(f"expected a WorkflowClient, got {type(client).__name__}")
+        return SyncSchedules(self._loop, client.schedules)
+
+    def with_connection(self, conn: psycopg.Connection[Any]) -> SyncJoinedClient:
+        """A client whose sends and starts are written inside ``conn``'s transaction, which
+        the application owns, in the calling thread (``akter.workflow.joined``)."""
+        from akter.workflow.joined import SyncJoinedClient
+
+        client = self._client
+        check_connection(conn, client.sender.session.url, sync=True)
+        inner = client._rebind(JoinedSender(client.sender, conn))
+        return SyncJoinedClient(self._loop, inner)

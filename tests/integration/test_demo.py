@@ -53,6 +53,7 @@ async def test_demo_narrates_three_orders_and_leaves_them_finished(database_url:
         " back)",
         "shop      ShopState(paid_cents=5000)",
         "stored    3 executions with 11 steps, 6 events, 0 outbox rows left",
+        "  akter ui akter.demo:app    (the inspector page: http://127.0.0.1:8080/)",
     ]:
         assert line in out.splitlines(), line
     # what a person follows: a step recorded, a timer armed, an event matched, a result
@@ -104,4 +105,5 @@ async def test_demo_runs_again_on_the_same_database(database_url: str, peek: Pee
 def test_demo_exits_2_when_the_database_is_unreachable() -> None:
     done = run_command("--database-url", "postgresql://postgres@127.0.0.1:1/none")
     assert done.returncode == 2
-    assert done.stderr.startswith("akter: the demo cannot use the database: connection failed")
+    assert done.stderr.startswith("akter: the demo cannot use the database: cannot reach PostgreSQL at")
+    assert "Connection refused" in done.stderr

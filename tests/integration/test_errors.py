@@ -80,7 +80,7 @@ async def test_a_pass_whose_generation_was_taken_abandons_quietly_and_writes_not
 async def test_an_engine_that_cannot_reach_postgresql_is_database_unavailable() -> None:
     # nothing listens on port 1: the connection is refused at once
     app = akter.App([Counter], database_url="postgresql://postgres@127.0.0.1:1/none", migrate_on_start=True)
-    with pytest.raises(akter.DatabaseUnavailable, match="cannot reach PostgreSQL at .*:1") as info:
+    with pytest.raises(akter.DatabaseUnavailable, match=r"cannot reach PostgreSQL at .*:1") as info:
         async with app.client():
             pass
     assert isinstance(info.value.__cause__, psycopg.OperationalError)

@@ -21,8 +21,9 @@ from click.testing import CliRunner, Result
 from returns.result import Success
 
 from akter import demo, testing
+from akter.cli.inspect import inspect_group
 from akter.ids import ActorRef, ExecutionId
-from akter.inspect import connect, inspect_group
+from akter.inspect import connect
 from tests.integration.conftest import Peek
 from tests.integration.workflow_support import quiet
 

@@ -88,7 +88,11 @@ async def test_the_listener_leaves_within_its_timeout_once_a_stop_is_requested(
     relay = Relay((await app.engine()).sender, FAST)
     await relay.start()
     try:
-        listening = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'akter-relay-listen'"
+        # this test's database only: other tests (or processes) on the server run relays too
+        listening = (
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE application_name = 'akter-relay-listen' AND datname = current_database()"
+        )
         await until(lambda: peek.value(listening), lambda n: n == 1, within=20)
         # a stop request alone (no cancellation): the listener must notice it by itself
         relay._stopping.set()

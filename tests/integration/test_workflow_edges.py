@@ -357,7 +357,7 @@ async def test_a_stored_value_that_does_not_decode_parks_the_execution_with_a_re
 async def _inspect(database_url: str, execution_id: str) -> str:
     from click.testing import CliRunner
 
-    from akter.inspect import inspect_group
+    from akter.cli.inspect import inspect_group
 
     args = ["execution", "tests.apps.edges:app", execution_id, "--database-url", database_url]
     result = await asyncio.to_thread(CliRunner().invoke, inspect_group, args)

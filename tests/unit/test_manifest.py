@@ -288,7 +288,7 @@ def test_the_deploy_check_adds_up_groups_and_recorded_steps() -> None:
     app = depot.make_app("before")
 
     def verdict(groups: list[tuple[Any, ...]], steps: list[tuple[Any, ...]]) -> _Verdict:
-        v = _Verdict(app, {("Depot", "Ship"): (changed, "f" * 64)})
+        v = _Verdict(app.actors, {("Depot", "Ship"): (changed, "f" * 64)})
         v.groups(groups, {start_hash: before})
         wanted = v.steps_worth_counting({start_hash: before})
         # only the steps whose result schema changed are worth reading

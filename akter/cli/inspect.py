@@ -1,33 +1,31 @@
-"""The ``akter inspect`` click group (registered in ``akter.cli``)."""
+"""``akter inspect``: read-only views of stored actors and executions (``akter.inspect``).
+
+``actor`` and ``execution`` read one view in one snapshot and print it as text or ``--json``;
+``parked`` (``akter.outbox.admin``) lists the intents the relay parked. Exit 0 shown, 1 nothing
+matched, 2 usage, configuration or database errors.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import click
 import psycopg
 
+from akter.cli import support
+from akter.cli.outbox import inspect_parked
+from akter.cli.support import fail as _fail
+from akter.cli.support import one_line
 from akter.errors import AkterError, ConfigurationError
 from akter.ids import ActorRef, ExecutionId
-
-if TYPE_CHECKING:
-    from akter.app import App
-
-from akter.inspect.decode import one_line
-from akter.inspect.limits import DEFAULT_LIMIT, EXIT_NOT_FOUND, EXIT_USAGE, MAX_LIMIT
+from akter.inspect.limits import DEFAULT_LIMIT, EXIT_NOT_FOUND, MAX_LIMIT
 from akter.inspect.read import connect, read_actor, read_execution
 from akter.inspect.render import render_actor, render_execution, to_json
 
-# ---- the command ------------------------------------------------------------------------------
-
-
-def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    from akter.cli_support import fail
-
-    fail(message, code)
-
+if TYPE_CHECKING:
+    from akter.app import App
 
 _database_option = click.option(
     "--database-url",
@@ -39,33 +37,29 @@ _json_option = click.option(
 
 
 def _load(app_path: str, database_url: str | None) -> tuple[App, str]:
-    from akter import cli_support
-
     try:
-        app = cli_support.load_app(app_path)
-        url = cli_support.database_url(database_url, app=app)
+        app = support.load_app(app_path)
+        url = support.database_url(database_url, app=app)
     except ConfigurationError as exc:
-        cli_support.fail_with(exc)
+        support.fail_with(exc)
     return app, url
 
 
 def _show(url: str, read: Callable[[psycopg.AsyncConnection[Any]], Any]) -> Any:
-    from akter import cli_support
-
     async def run() -> Any:
         try:
             conn = await connect(url)
         except psycopg.OperationalError as exc:
-            raise cli_support.cannot_connect(exc, url) from exc
+            raise support.cannot_connect(exc, url) from exc
         async with conn:
             return await read(conn)
 
     try:
         return asyncio.run(run())
     except ConfigurationError as exc:
-        cli_support.fail_with(exc)
+        support.fail_with(exc)
     except psycopg.Error as exc:
-        cli_support.fail_with(cli_support.database_problem(exc, url))
+        support.fail_with(support.database_problem(exc, url))
 
 
 def _execution_id(text: str) -> ExecutionId:
@@ -141,3 +135,7 @@ def inspect_execution(*, app_path: str, execution_id: str, database_url: str | N
             EXIT_NOT_FOUND,
         )
     click.echo(to_json(view) if as_json else render_execution(view))
+
+
+# parked intents: `akter inspect parked` (akter.outbox.admin)
+inspect_group.add_command(inspect_parked)

@@ -1,10 +1,10 @@
 """What every ``akter`` subcommand shares about its input and its failures.
 
-The subcommands (``akter.cli``, ``akter.inspect``, ``akter.workflow.check``, ``akter.demo``) turn
-what a user typed into an App and a database URL here, and every problem with it into a
-``ConfigurationError`` whose message names what to fix. They print it as one ``akter: <message>``
-line on stderr and exit 2 (``fail``); ``akter.cli`` turns an exception nobody expected into exit
-3 with its traceback, so that no crash reads as a command's answer (1: refused, not found).
+The subcommands (the modules of ``akter.cli``) turn what a user typed into an App and a database
+URL here, and every problem with it into a ``ConfigurationError`` whose message names what to
+fix. They print it as one ``akter: <message>`` line on stderr and exit 2 (``fail``); the ``akter``
+group turns an exception nobody expected into exit 3 with its traceback, so that no crash reads
+as a command's answer (1: refused, not found).
 
 - ``load_app``: ``module:attribute`` to an ``akter.App``, importing from the current directory
   first (as uvicorn and celery do). A module that raises while it is imported is the user's code
@@ -35,6 +35,8 @@ from akter.errors import AkterError, ConfigurationError
 if TYPE_CHECKING:
     from akter.app import App
 
+EXIT_OK = 0
+EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 EXIT_INTERRUPTED = 130

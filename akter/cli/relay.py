@@ -1,30 +1,9 @@
-"""The ``akter`` command: one click group, one subcommand per operational task.
+"""``akter relay APP``: the relay process for an App, until SIGTERM or SIGINT.
 
-``akter migrate`` applies the schema (``akter.store.migrate``); ``akter relay APP`` runs the relay
-process (``akter.outbox.relay``) for an ``akter.App`` named ``module:attribute``, imported from
-the current directory first (``akter.cli_support.load_app``). Each subcommand reads its settings
-from flags first, then ``AKTER_*`` environment variables. Exit codes mean the same for every
-subcommand::
-
-    0    done (the relay drained after SIGTERM or SIGINT; the check found the deploy compatible)
-    1    the command's answer is no: ``workflows check`` refused, ``inspect`` found nothing,
-         ``relay`` refused to start or stopped on a failure in one of its loops (the log says where)
-    2    usage, configuration, input or database errors (bad flags, APP not found, a malformed
-         id, no usable database, schema too new), as one ``akter: <message>`` line on stderr or
-         click's usage message — nothing was done
-    3    akter itself failed (a bug): its traceback, then an ``akter: internal error`` line
-    130  interrupted (Ctrl-C) before it finished
-
-``akter workflows check APP`` is the deploy check (``akter.workflow.check``): 0 compatible, 1
-refused, 2 usage or database errors. ``akter relay`` runs the same check before it starts and
-exits 1 with the same report when it refuses (an App whose actor types would misread stored
-data is refused as its runtime opens, with that report too).
-
-``akter outbox retry|delete ID`` (``akter.outbox.admin``) acts on intents the relay parked as
-undeliverable; ``akter inspect parked`` lists them.
-
-Logs go to stderr as ``time level logger message key=value ...`` lines, or as one JSON object a
-line with ``akter relay --log-format json`` or ``AKTER_LOG_FORMAT=json`` (``akter.logs``).
+It waits for PostgreSQL with backoff (invariant 12), applies the migrations, runs the deploy
+check (``akter.workflow.check``) and refuses to start, exit 1 with the check's report, when this
+code cannot replay every open execution or would misread stored data; then it runs
+``akter.outbox.relay.Relay`` until asked to stop, and drains.
 """
 
 from __future__ import annotations
@@ -34,7 +13,6 @@ import logging
 import signal
 import sys
 import threading
-import traceback
 from datetime import timedelta
 from typing import Any
 
@@ -42,103 +20,19 @@ import click
 import psycopg
 import psycopg_pool
 
-from akter import cli_support, logs
-from akter.cli_support import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, fail, fail_with, load_app, one_line
+from akter import logs
+from akter.cli import support
+from akter.cli.support import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, fail_with, load_app, one_line
 from akter.errors import AkterError, ConfigurationError, DatabaseUnavailable, IncompatibleStoredData
-from akter.workflow.check import workflows
-
-__all__ = ["EXIT_FAILURE", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "load_app", "main"]
-
-EXIT_OK = 0
-EXIT_FAILURE = 1
 
 log = logging.getLogger("akter.cli")
-
-
-def _setup_logging(level: str) -> None:
-    try:
-        logs.configure(level)  # the format from AKTER_LOG_FORMAT, text by default
-    except ConfigurationError as exc:
-        fail_with(exc)
-    # akter's loops log every retry themselves, with fields; stamina's own "retry_scheduled"
-    # record would say it twice. The process is the CLI's own, so the process-wide setting is ours.
-    import stamina.instrumentation
-
-    stamina.instrumentation.set_on_retry_hooks([])
-
-
-class _Akter(click.Group):
-    """The ``akter`` group. A crash of akter itself exits 3 with its traceback and Ctrl-C exits
-    130, so that neither reads as a command's answer: 1 is ``workflows check`` refusing a
-    deploy, and a deploy script must not take a bug for a refusal."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except (click.ClickException, click.exceptions.Exit, click.Abort):
-            raise  # click's own: usage errors exit 2 with click's message
-        except KeyboardInterrupt:
-            fail("interrupted", EXIT_INTERRUPTED)
-        except BrokenPipeError:
-            raise  # stdout's reader left (``| head``): click exits quietly
-        except Exception as exc:
-            traceback.print_exc()
-            summary = traceback.format_exception_only(type(exc), exc)[-1].strip()
-            fail(f"internal error: {summary} (a bug in akter; the traceback above says where)", EXIT_INTERNAL)
-
-
-@click.group(
-    cls=_Akter,
-    epilog="Exit codes: 0 done, 1 the answer is no (check refused, inspect found nothing, relay "
-    "failed), 2 usage/configuration/input/database error, 3 akter crashed (a bug), 130 interrupted.",
-)
-@click.option(
-    "--log-level",
-    envvar="AKTER_LOG_LEVEL",
-    default="info",
-    show_default=True,
-    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
-    help="Log level (AKTER_LOG_LEVEL).",
-)
-def main(log_level: str) -> None:
-    """akter: durable workflows as members of actors, stored in PostgreSQL."""
-    _setup_logging(log_level)
-
-
-@main.command()
-@click.option(
-    "--database-url",
-    envvar="AKTER_DATABASE_URL",
-    help="PostgreSQL URL (AKTER_DATABASE_URL); without one, the embedded server.",
-)
-def migrate(database_url: str | None) -> None:
-    """Apply akter's schema migrations to the database (also done when an App starts).
-
-    Exit 0 when the schema is current, 2 when the database cannot be reached or was migrated
-    by a newer akter."""
-    from akter.store.database import describe
-    from akter.store.migrate import migrate as apply
-
-    try:
-        url = cli_support.database_url(database_url, flag_source=cli_support.flag_source())
-    except ConfigurationError as exc:
-        fail_with(exc)
-    try:
-        applied = apply(url)
-    except AkterError as exc:
-        fail(one_line(exc))
-    except psycopg.OperationalError as exc:
-        fail_with(cli_support.cannot_connect(exc, url))
-    except psycopg.Error as exc:
-        fail(f"migrating {describe(url)} failed: {one_line(exc)}")
-    click.echo(f"migrated {describe(url)}: applied {applied or 'nothing (already current)'}")
 
 
 def _seconds(value: float) -> timedelta:
     return timedelta(seconds=value)
 
 
-@main.command()
+@click.command()
 @click.argument("app_path", metavar="APP")
 @click.option(
     "--database-url",
@@ -251,7 +145,7 @@ def relay(
         raise click.UsageError(str(exc)) from exc
     try:
         app = load_app(app_path)
-        app.database_url = cli_support.database_url(database_url, app=app)
+        app.database_url = support.database_url(database_url, app=app)
     except ConfigurationError as exc:
         fail_with(exc)
     sys.exit(asyncio.run(_run_relay(app, settings)))
@@ -316,10 +210,10 @@ async def _run_relay(app: Any, settings: Any) -> int:
     except (AkterError, psycopg.Error, psycopg_pool.PoolTimeout) as exc:
         # an expected refusal (no database, schema too new): the message says it all
         if isinstance(exc, psycopg.OperationalError):
-            exc = cli_support.cannot_connect(exc, app.database_url)
+            exc = support.cannot_connect(exc, app.database_url)
         click.echo(f"akter: cannot start the relay: {one_line(exc)}", err=True)
         return EXIT_USAGE
-    if refused := await _workflow_check(app):
+    if refused := await _workflow_check(app, engine):
         await app.close()
         return refused
     relay = Relay(engine.sender, settings, plugins=app.plugins_for_relay())
@@ -339,43 +233,20 @@ async def _run_relay(app: Any, settings: Any) -> int:
     return code
 
 
-async def _workflow_check(app: Any) -> int:
-    """The deploy check at start-up (``akter.workflow.check``): 0 to go on, else the exit code."""
-    from akter.workflow.check import EXIT_ERROR, EXIT_REFUSED, startup_check
+async def _workflow_check(app: Any, engine: Any) -> int:
+    """The deploy check at start-up (``akter.workflow.check``) on the App's own pool: 0 to go
+    on, else the exit code."""
+    from akter.workflow import check
 
     try:
-        report = await startup_check(app)
+        async with engine.sender.pool.connection() as conn:
+            report = await check.check(conn, app.actors.values())
     except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
         click.echo(f"akter: cannot run the workflow check: {one_line(exc)}", err=True)
-        return EXIT_ERROR
+        return EXIT_USAGE
     if not report.compatible:
         log.error("the relay refuses to start: this code cannot replay every open execution")
         click.echo(report.text(), err=True)
-        return EXIT_REFUSED
+        return EXIT_FAILURE
     log.info("workflow check: %s", report.text())
     return EXIT_OK
-
-
-def _register_tools() -> None:
-    # Commands whose code lives beside what they show (the demo app, the inspect views).
-    from akter.demo import demo_command
-    from akter.inspect import inspect_group
-
-    main.add_command(demo_command)
-    main.add_command(inspect_group)
-    # parked intents: `akter inspect parked`, `akter outbox retry|delete` (akter.outbox.admin)
-    from akter.outbox.admin import inspect_parked, outbox_group
-
-    inspect_group.add_command(inspect_parked)
-    main.add_command(outbox_group)
-    from akter.cli_ui import ui_command  # the inspector page (akter.ui)
-
-    main.add_command(ui_command)
-
-
-_register_tools()
-main.add_command(workflows)
-
-
-if __name__ == "__main__":
-    main()

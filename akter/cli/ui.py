@@ -1,10 +1,10 @@
-"""``akter ui APP``: the read-only inspector page (``akter.ui``), registered in ``akter.cli``."""
+"""``akter ui APP``: the read-only inspector page (``akter.ui``), registered lazily in ``akter.cli``."""
 
 from __future__ import annotations
 
 import click
 
-from akter import cli_support
+from akter.cli import support as cli_support
 from akter.errors import ConfigurationError
 
 
@@ -24,8 +24,10 @@ from akter.errors import ConfigurationError
     help="PostgreSQL URL; overrides the App's own URL, which overrides AKTER_DATABASE_URL.",
 )
 def ui_command(app_path: str, host: str, port: int, allow_remote: bool, database_url: str | None) -> None:
-    """Serve a read-only page of APP's executions (with filters and counts), each execution's
-    timeline, and each actor's state, events, receipts and outbox; what needs attention on top.
+    """Serve a read-only inspector page of APP's executions and actors.
+
+    It shows the executions (with filters and counts), each execution's timeline, and each
+    actor's state, events, receipts and outbox; what needs attention on top.
 
     APP is module:attribute, an akter.App. Exit codes: 0 stopped, 2 usage/configuration error."""
     try:

@@ -1,4 +1,7 @@
-"""``akter demo``: a small shop run end to end on PostgreSQL, narrated as the rows appear.
+"""The demo app: a small shop run end to end on PostgreSQL, narrated as the rows appear.
+
+``akter demo`` (``akter.cli.demo``) runs it. It is an example, not part of the library: no
+akter module but that command imports it (an import contract in ``pyproject.toml``).
 
 The app is declared here at module level, as a user's would be: a ``DemoShop`` actor owns one
 ``Fulfil`` execution per order, and a ``DemoWarehouse`` actor holds the stock. ``Fulfil``
@@ -20,20 +23,15 @@ again on the same database adds a new shop and warehouse beside the old ones.
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import secrets
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import attrs
-import click
 import psycopg
-import psycopg_pool
-from click.core import ParameterSource
 from returns.maybe import Maybe, Some
 from returns.result import Failure, Success
 
@@ -55,10 +53,6 @@ SHORT_PAYMENT_WINDOW_S = 2
 POLL_INTERVAL = 0.05
 #: a step of the demo that takes longer than this is stuck: the demo says so and exits 1
 STEP_TIMEOUT = 20.0
-
-EXIT_OK = 0
-EXIT_UNEXPECTED = 1
-EXIT_USAGE = 2
 
 
 # ---- the app ----------------------------------------------------------------------------------
@@ -503,7 +497,7 @@ def _introduce(write: Callable[[str], None], described: str, shop: ActorRef, war
     )
     write(f"actors    {shop} owns the orders; {warehouse} holds {INITIAL_STOCK} x {SKU}")
     write("")
-    write("Fulfil, one execution per order (akter/demo.py):")
+    write("Fulfil, one execution per order (akter/demo/__init__.py):")
     write("  reserve   activity: reserve_stock at the warehouse; a failure or interrupt releases it")
     write("  cool-off  durable sleep: a timer row in the outbox, not asyncio.sleep")
     write("  payment   wait for this order's PaymentReceived event, with a deadline")
@@ -541,6 +535,7 @@ async def run_demo(database_url: str | None = None, write: Callable[[str], None]
     write(f"  akter inspect actor akter.demo:app {TENANT} {DemoShop.name} {shop_id}")
     write(f"  akter inspect actor akter.demo:app {TENANT} {DemoWarehouse.name} {warehouse_id}")
     write(f"  akter inspect execution akter.demo:app {ExecutionId(shop, Fulfil.name, 'order-2')}")
+    write("  akter ui akter.demo:app    (the inspector page: http://127.0.0.1:8080/)")
     write("")
     write(
         f"done in {time.monotonic() - began:.1f}s" + ("" if ok else " -- an outcome was not the expected one")
@@ -575,48 +570,3 @@ async def _summary(
         f"{owner.counts['events'] + store.counts['events']} events, "
         f"{owner.counts['outbox'] + store.counts['outbox']} outbox rows left",
     ]
-
-
-# ---- the command ------------------------------------------------------------------------------
-
-
-@click.command("demo")
-@click.option(
-    "--database-url",
-    envvar="AKTER_DATABASE_URL",
-    help="PostgreSQL URL (AKTER_DATABASE_URL); without one, the embedded server.",
-)
-def demo_command(database_url: str | None) -> None:
-    """Run a small order workflow end to end and narrate what akter stores.
-
-    Starts the embedded PostgreSQL when no database is configured, runs the relay in this
-    process, and plays three orders: paid and shipped, cancelled during the cool-off (its
-    compensation gives the stock back), and unpaid past its deadline. Takes a few seconds.
-    Exit 0 when every order ends as expected, 1 when one does not, 2 when the database is not
-    usable."""
-    parent = click.get_current_context().parent
-    if parent is not None and parent.get_parameter_source("log_level") is ParameterSource.DEFAULT:
-        # The narration is this command's output; info logs (the embedded server's start-up, the
-        # relay's) would interleave with it on a terminal. An explicit --log-level still applies.
-        logging.getLogger().setLevel(logging.WARNING)
-    from akter import cli_support
-
-    if database_url:
-        try:
-            cli_support.checked_url(database_url, cli_support.flag_source())
-        except akter.ConfigurationError as exc:
-            cli_support.fail_with(exc)
-    try:
-        run = asyncio.run(run_demo(database_url, click.echo))
-    except (
-        akter.ConfigurationError,
-        akter.SchemaError,
-        psycopg.OperationalError,
-        psycopg_pool.PoolTimeout,
-    ) as exc:
-        click.echo(f"akter: the demo cannot use the database: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
-    except DemoStuck as exc:
-        click.echo(f"akter: the demo got stuck: {exc} within {STEP_TIMEOUT:.0f}s", err=True)
-        sys.exit(EXIT_UNEXPECTED)
-    sys.exit(EXIT_OK if run.ok else EXIT_UNEXPECTED)
