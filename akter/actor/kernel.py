@@ -44,7 +44,7 @@ import psycopg
 from psycopg import pq
 from returns.result import Failure, Result, Success
 
-from akter import codec, faults, logs, tagged
+from akter import codec, faults, logs, tagged, telemetry
 from akter.actor import limits, queries
 from akter.actor.declare import Command
 from akter.actor.turn import Turn
@@ -178,6 +178,7 @@ class _Request:
     params: dict[str, Any]
 
 
+@telemetry.traced_turn
 async def run_turn(  # noqa: PLR0917 -- the relay's delivery (akter/outbox) calls it positionally
     conn: psycopg.AsyncConnection[Any],
     command: Command[Any, Any, Any],

@@ -85,6 +85,7 @@ COMMANDS = {
         "akter.cli.schedules:schedules_group",
         "An App's schedules: when they fire next, when they fired last; change them at run time.",
     ),
+    "ui": Lazy("akter.cli.ui:ui_command", "Serve a read-only inspector page of APP's executions and actors."),
     "workflows": Lazy("akter.cli.workflows:workflows", "Workflow tools: the deploy check, the replay check."),
 }
 

@@ -535,6 +535,7 @@ async def run_demo(database_url: str | None = None, write: Callable[[str], None]
     write(f"  akter inspect actor akter.demo:app {TENANT} {DemoShop.name} {shop_id}")
     write(f"  akter inspect actor akter.demo:app {TENANT} {DemoWarehouse.name} {warehouse_id}")
     write(f"  akter inspect execution akter.demo:app {ExecutionId(shop, Fulfil.name, 'order-2')}")
+    write("  akter ui akter.demo:app    (the inspector page: http://127.0.0.1:8080/)")
     write("")
     write(
         f"done in {time.monotonic() - began:.1f}s" + ("" if ok else " -- an outcome was not the expected one")

@@ -33,7 +33,7 @@ import attrs
 import psycopg
 import psycopg_pool
 
-from akter import faults
+from akter import faults, telemetry
 from akter.actor.declare import Command
 from akter.actor.kernel import Committed, run_turn
 from akter.actor.staged import decode_payload
@@ -70,12 +70,26 @@ class Claimed:
     caller: bytes
     attempts: int
     token: uuid.UUID
+    #: the trace the intent was staged in (``akter.telemetry.carrier``), or None
+    trace_context: str | None = None
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...], token: uuid.UUID) -> Claimed:
-        _rk, tenant, actor_type, actor_id, intent_id, key, ttype, tid, command, payload, caller, attempts = (
-            row
-        )
+        (
+            _rk,
+            tenant,
+            actor_type,
+            actor_id,
+            intent_id,
+            key,
+            ttype,
+            tid,
+            command,
+            payload,
+            caller,
+            attempts,
+            trace,
+        ) = row
         return cls(
             sender=ActorRef(tenant=tenant, actor_type=actor_type, actor_id=actor_id),
             intent_id=intent_id,
@@ -87,6 +101,7 @@ class Claimed:
             caller=bytes(caller),
             attempts=attempts,
             token=token,
+            trace_context=trace,
         )
 
     def claim_params(self) -> dict[str, Any]:
@@ -175,6 +190,7 @@ class _DeleteInTurn:
         """Nothing: the row went with the turn."""
 
 
+@telemetry.traced_delivery
 async def deliver(sender: Sender, settings: RelaySettings, row: Claimed, acks: Acknowledger) -> bool:
     """Deliver one claimed row; True when the receiver's receipt committed and the row is done."""
     ids = (row.target_id, row.sender.actor_id, row.intent_id)

@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 
-from akter import codec
+from akter import codec, telemetry
 from akter.actor.kernel import Committed
 from akter.actor.staged import LAYER, Cancel, Send
 from akter.actor.turn import Turn
@@ -106,6 +106,7 @@ class OutboxHook:
             "commands": [s.command for s in sends],
             "payloads": [s.payload for s in sends],
             "callers": [timer_caller if s.timer else actor_caller for s in sends],
+            "trace": telemetry.carrier(),
         }
         await conn.execute(queries.INSERT, params, prepare=True)
         if min(due) <= record.now_ms:

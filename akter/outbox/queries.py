@@ -27,11 +27,12 @@ SENDER = ACTOR_KEY
 # no claim — so a relay that claimed the old body will not delete the new one.
 INSERT: LiteralString = """
 INSERT INTO actor_outbox (routing_key, tenant, actor_type, actor_id, intent_id, bucket, due_at,
-                          timer_key, target_type, target_id, command, payload, caller, created_at)
+                          timer_key, target_type, target_id, command, payload, caller, created_at,
+                          trace_context)
 SELECT %(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s,
        'v1.' || %(now_ms)s::bigint || '.' || (i.due_ms + w.ms) || '.' || i.nonce,
        %(bucket)s, to_timestamp(i.due_ms / 1000.0), i.timer_key, i.target_type, i.target_id,
-       i.command, i.payload, i.caller, akter_now()
+       i.command, i.payload, i.caller, akter_now(), %(trace)s
   FROM (SELECT (extract(epoch FROM retry_window) * 1000)::bigint AS ms FROM actor_deployment) AS w,
        unnest(%(nonces)s::text[], %(due)s::bigint[], %(keys)s::text[], %(target_types)s::text[],
               %(target_ids)s::text[], %(commands)s::text[], %(payloads)s::bytea[], %(callers)s::bytea[])
@@ -41,7 +42,7 @@ DO UPDATE SET intent_id = excluded.intent_id, due_at = excluded.due_at,
               target_type = excluded.target_type, target_id = excluded.target_id,
               command = excluded.command, payload = excluded.payload, caller = excluded.caller,
               attempts = 0, last_error = NULL, claim = NULL, claimed_by = NULL,
-              created_at = excluded.created_at"""
+              created_at = excluded.created_at, trace_context = excluded.trace_context"""
 
 CANCEL: LiteralString = f"DELETE FROM actor_outbox WHERE {SENDER} AND timer_key = ANY(%(cancel)s::text[])"
 
@@ -86,7 +87,7 @@ WITH due AS (
        AND o.actor_type = due.actor_type AND o.actor_id = due.actor_id
        AND o.intent_id = due.intent_id
     RETURNING o.routing_key, o.tenant, o.actor_type, o.actor_id, o.intent_id, o.timer_key,
-              o.target_type, o.target_id, o.command, o.payload, o.caller, o.attempts
+              o.target_type, o.target_id, o.command, o.payload, o.caller, o.attempts, o.trace_context
 )
 SELECT n.next_ms, c.*
   FROM (SELECT CASE WHEN %(probe)s AND NOT EXISTS (SELECT 1 FROM claimed) THEN

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from akter import codec, logs
+from akter import codec, logs, telemetry
 from akter.actor.kernel import Committed
 from akter.actor.turn import Turn
 from akter.callers import System
@@ -212,6 +212,7 @@ class WorkflowHook:
             "principal": principal_caller(turn.ref, turn),
             "versions": json.dumps({k: v.current for k, v in workflow.versions.items()}),
             "due": None,
+            "trace": telemetry.carrier(),
         }
 
     async def _interrupt(

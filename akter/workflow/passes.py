@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from psycopg.rows import dict_row
 
-from akter import codec, faults, logs
+from akter import codec, faults, logs, telemetry
 from akter.actor import limits
 from akter.errors import (
     CompensationFailed,
@@ -317,6 +317,7 @@ class Pass:
         due = datetime.fromtimestamp(self.now_ms() / 1000, tz=UTC) + self.runner.recheck
         await self._one(queries.LEAVE_BLOCKED, {"reason": reason, "due": due})
 
+    @telemetry.traced_pass
     async def _drive(self, workflow: Workflow[Any, Any]) -> None:  # noqa: PLR0912 -- the pass's states, in order
         driver = self._driver()
         backoff = 0.0
@@ -472,6 +473,7 @@ class Pass:
 
     # ---- activities ---------------------------------------------------------------------------
 
+    @telemetry.traced_attempt
     async def _attempt(self, need: RunActivity, carry: list[tuple[StepKey, int, bytes]]) -> StepRow:
         call, key, attempt = need.call, need.key, need.attempt
         step = call.step
@@ -657,6 +659,7 @@ class Pass:
 
     # ---- suspend and finish -----------------------------------------------------------------
 
+    @telemetry.traced_suspend
     async def _suspend(self, due_ms: int | None) -> bool:
         """Suspend under the fence; False when the pass must go on (interrupt, new events)."""
         driver = self._driver()

@@ -38,15 +38,16 @@ _RESUME_PAYLOAD = "'\\x00'::bytea || convert_to(json_build_object('execution_id'
 # one definition of a timer's id on the database clock.
 _ARM_FROM = """
 INSERT INTO actor_outbox (routing_key, tenant, actor_type, actor_id, intent_id, bucket, due_at,
-                          timer_key, target_type, target_id, command, payload, caller, created_at)
+                          timer_key, target_type, target_id, command, payload, caller, created_at,
+                          trace_context)
 SELECT x.routing_key, x.tenant, x.actor_type, x.actor_id, akter_mint_intent_id(%(due)s::timestamptz),
        %(bucket)s, coalesce(%(due)s::timestamptz, akter_now()), 'wf:' || x.execution_id,
-       x.actor_type, x.actor_id, '{resume}', {payload}, x.principal, akter_now()
+       x.actor_type, x.actor_id, '{resume}', {payload}, x.principal, akter_now(), x.trace_context
   FROM {source} x
 ON CONFLICT (routing_key, tenant, actor_type, actor_id, timer_key) WHERE timer_key IS NOT NULL
 DO UPDATE SET intent_id = excluded.intent_id, due_at = excluded.due_at, payload = excluded.payload,
               caller = excluded.caller, attempts = 0, last_error = NULL, claim = NULL,
-              claimed_by = NULL, created_at = excluded.created_at"""
+              claimed_by = NULL, created_at = excluded.created_at, trace_context = excluded.trace_context"""
 
 
 def _arm_from(source: str) -> str:
@@ -66,13 +67,13 @@ g AS (SELECT event_seq FROM actor_generations WHERE """
 ins AS (
     INSERT INTO actor_workflow_executions
         (routing_key, execution_id, tenant, actor_type, actor_id, workflow, key, manifest_hash,
-         payload, principal, versions, event_cursor, status, started_at, updated_at)
+         payload, principal, versions, event_cursor, status, started_at, updated_at, trace_context)
     SELECT %(rk)s, %(eid)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(workflow)s, %(key)s,
            %(manifest_hash)s, %(payload)s, %(principal)s, %(versions)s::jsonb, g.event_seq,
-           'running', akter_now(), akter_now()
+           'running', akter_now(), akter_now(), %(trace)s
       FROM g
     ON CONFLICT (routing_key, execution_id) DO NOTHING
-    RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal)"""
+    RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal, trace_context)"""
 )
 START: LiteralString = "WITH" + _START_CTES + _arm_from("ins")
 
@@ -112,7 +113,7 @@ _RESUME_CTE: LiteralString = """
 x AS (
     UPDATE actor_workflow_executions SET status = 'running', updated_at = akter_now()
      WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND status <> 'finished'
-    RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal)"""
+    RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal, trace_context)"""
 RESUME_TURN: LiteralString = "WITH" + _RESUME_CTE + _arm_from("x")
 
 # The resume turn for the runner of this process that owns the actor, taking its generation in
@@ -133,7 +134,8 @@ SELECT (SELECT generation FROM gen) AS generation"""
 WAKE_WAITS: LiteralString = (
     """
 WITH x AS (
-    SELECT DISTINCT e.routing_key, e.execution_id, e.tenant, e.actor_type, e.actor_id, e.principal
+    SELECT DISTINCT e.routing_key, e.execution_id, e.tenant, e.actor_type, e.actor_id, e.principal,
+                    e.trace_context
       FROM actor_workflow_step s
       JOIN actor_workflow_executions e
         ON e.routing_key = s.routing_key AND e.execution_id = s.execution_id
@@ -159,7 +161,7 @@ x AS (
            interrupt_reason = CASE WHEN interrupted_by IS NULL THEN %(reason)s ELSE interrupt_reason END,
            updated_at = akter_now()
      WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND status <> 'finished'
-    RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal),
+    RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal, trace_context),
 arm AS ("""
     + _arm_from("x")
     + """ RETURNING 1)
@@ -324,7 +326,7 @@ x AS (
            updated_at = akter_now()
       FROM fence
      WHERE e.routing_key = %(rk)s AND e.execution_id = %(eid)s AND e.status <> 'finished'
-    RETURNING e.routing_key, e.execution_id, e.tenant, e.actor_type, e.actor_id, e.principal)
+    RETURNING e.routing_key, e.execution_id, e.tenant, e.actor_type, e.actor_id, e.principal, e.trace_context)
 """
     + _arm_from("x")
 )

@@ -53,6 +53,7 @@ async def test_demo_narrates_three_orders_and_leaves_them_finished(database_url:
         " back)",
         "shop      ShopState(paid_cents=5000)",
         "stored    3 executions with 11 steps, 6 events, 0 outbox rows left",
+        "  akter ui akter.demo:app    (the inspector page: http://127.0.0.1:8080/)",
     ]:
         assert line in out.splitlines(), line
     # what a person follows: a step recorded, a timer armed, an event matched, a result

@@ -1,0 +1,199 @@
+"""OpenTelemetry: the span tree of a real run, read from the SDK's in-memory exporter.
+
+The demo's shop takes an order inside a client span ("checkout"); the relay runs in this process.
+Every span of the run is in the checkout's trace: the start turn is the checkout's child, the
+passes and their activity attempts descend from turns, and each timer the relay delivers joins
+the trace through the context stored with the intent — the same context a relay in another
+process would read (checked through a second connection)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from returns.result import Success
+
+from akter import demo, telemetry, testing
+from tests.apps.relay_procs import RelayProcess
+from tests.integration.conftest import Peek
+from tests.integration.workflow_support import quiet
+
+EXPORTER = InMemorySpanExporter()
+READER = InMemoryMetricReader()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _sdk() -> None:
+    """The SDK, set once per process (OpenTelemetry allows one global provider)."""
+    if not isinstance(trace.get_tracer_provider(), TracerProvider):
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
+        trace.set_tracer_provider(provider)
+        from opentelemetry import metrics
+
+        metrics.set_meter_provider(MeterProvider(metric_readers=[READER]))
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> None:
+    EXPORTER.clear()
+
+
+def parent_chain(span: ReadableSpan, by_id: dict[int, ReadableSpan]) -> list[str]:
+    names = []
+    parent = span.parent
+    while parent is not None and parent.span_id in by_id:
+        up = by_id[parent.span_id]
+        names.append(up.name)
+        parent = up.parent
+    return names
+
+
+async def test_a_run_is_one_trace_rooted_in_the_client_span(database_url: str, peek: Peek) -> None:
+    app = demo.make_app(database_url)
+    checkout_tracer = trace.get_tracer("shop-frontend")
+    async with app.relay() as relay, app.client() as client:
+        orders = client.actor(demo.DemoShop, "shop-1", tenant="demo")
+        with checkout_tracer.start_as_current_span("checkout") as checkout:
+            order = demo.Order("order-1", "warehouse-1", demo.SKU, qty=2, amount_cents=5000)
+            run = await orders.start(demo.Fulfil, order)
+        trace_id = checkout.get_span_context().trace_id
+        await quiet(app, relay)
+        # stored with the execution: the start turn's context, ids only
+        stored = await peek.value(
+            "SELECT trace_context FROM actor_workflow_executions WHERE execution_id = %s", run.execution_id
+        )
+        assert set(json.loads(stored)) <= {"traceparent", "tracestate"}
+        assert f"{trace_id:032x}" in json.loads(stored)["traceparent"]
+        timer = await peek.value(
+            "SELECT trace_context FROM actor_outbox WHERE timer_key = 'wf:' || %s", run.execution_id
+        )
+        assert timer == stored  # the timer carries it to whichever relay resumes the execution
+        await testing.Clock(database_url).advance(demo.COOL_OFF * 2)
+        await quiet(app, relay)
+        await orders.send(demo.pay, demo.Pay(order="order-1", amount_cents=5000))  # outside the trace
+        assert isinstance(await run.result(timeout=20), Success)
+        await quiet(app, relay)
+
+    spans = EXPORTER.get_finished_spans()
+    by_id = {s.context.span_id: s for s in spans}
+    ours = [s for s in spans if s.context.trace_id == trace_id]
+    names = {s.name for s in ours}
+    start_turn = next(s for s in ours if s.name.startswith("akter.turn DemoShop.") and "Fulfil" in s.name)
+    assert start_turn.parent is not None
+    assert by_id[start_turn.parent.span_id].name == "checkout"
+    assert start_turn.attributes is not None
+    assert start_turn.attributes["akter.turn.outcome"] == "ok"
+    assert start_turn.attributes["akter.turn.replayed"] is False
+    # the stock reservation: a turn on the warehouse inside the activity attempt, inside a pass
+    for step in ("reserve", "ship"):
+        attempt = next(s for s in ours if s.name == f"akter.activity {step}")
+        assert attempt.attributes is not None
+        assert attempt.attributes["akter.activity.outcome"] == "ok"
+        assert attempt.attributes["akter.activity.attempt"] == 1
+        chain = parent_chain(attempt, by_id)
+        assert chain[0] == "akter.pass Fulfil"
+        assert chain[-1] == "checkout"
+    reserve = next(s for s in ours if s.name == "akter.activity reserve")
+    assert any(
+        s.name.startswith("akter.turn DemoWarehouse.")
+        and s.parent
+        and s.parent.span_id == reserve.context.span_id
+        for s in ours
+    )
+    # the cool-off's timer was delivered by the relay inside the same trace, and resumed the pass
+    deliveries = [s for s in ours if s.name.startswith("akter.deliver DemoShop.")]
+    assert deliveries, names
+    assert all(s.attributes and s.attributes["akter.intent.timer"] for s in deliveries)
+    resumed = [
+        s
+        for s in ours
+        if s.name == "akter.pass Fulfil" and "akter.deliver" in " ".join(parent_chain(s, by_id))
+    ]
+    assert resumed, "no pass ran under a relay delivery"
+    suspend = [s for s in ours if s.name == "akter.suspend"]
+    assert any(s.attributes and s.attributes["akter.suspend.on"] == "timer" for s in suspend)
+    # the pay command was sent outside the checkout: its turn is a trace of its own
+    pay = next(s for s in spans if s.name == "akter.turn DemoShop.pay")
+    assert pay.context.trace_id != trace_id
+
+    recorded = metric_points()
+    assert recorded[("akter.turns", (("akter.actor.type", "DemoShop"), ("akter.turn.outcome", "ok")))] >= 3
+    assert (
+        recorded[("akter.activity.attempts", (("akter.activity.outcome", "ok"), ("akter.step", "ship")))] >= 1
+    )
+    assert recorded[("akter.deliveries", (("akter.delivery.result", "delivered"),))] >= 1
+    assert recorded[("akter.workflow.suspensions", (("akter.suspend.on", "timer"),))] >= 1
+
+
+def metric_points() -> dict[tuple[str, tuple[tuple[str, object], ...]], float]:
+    """Counter sums (and histogram counts) by instrument and attributes, from the SDK's reader."""
+    data = READER.get_metrics_data()
+    assert data is not None
+    points: dict[tuple[str, tuple[tuple[str, object], ...]], float] = {}
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                for point in metric.data.data_points:
+                    value = getattr(point, "value", None)
+                    count = value if value is not None else getattr(point, "count", 0)
+                    points[(metric.name, tuple(sorted((point.attributes or {}).items())))] = count
+    return points
+
+
+def test_every_instrument_is_documented() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "observability.md").read_text()
+    for name, (unit, _) in {**telemetry.COUNTERS, **telemetry.HISTOGRAMS}.items():
+        assert f"| `{name}` |" in text, name
+        assert f"| `{unit}` |" in text, unit
+
+
+def test_no_context_is_stored_when_nothing_is_traced() -> None:
+    assert telemetry.carrier() is None
+    assert telemetry.context_of(None) is None
+    assert telemetry.context_of("not json") is None
+    assert telemetry.context_of('["a list"]') is None
+    with telemetry.joined("{bad"):
+        assert telemetry.carrier() is None
+
+
+@pytest.mark.slow
+async def test_a_relay_in_another_process_joins_the_trace_the_client_started(
+    database_url: str, tmp_path: Path
+) -> None:
+    spans_file = tmp_path / "relay-spans.jsonl"
+    spans_file.touch()
+    app = demo.make_app(database_url)
+    relay = RelayProcess(database_url, app="tests.apps.otel_relay:app", AKTER_TEST_SPANS=str(spans_file))
+    try:
+        async with app.client() as client:  # no relay here: the child runs every pass
+            orders = client.actor(demo.DemoShop, "shop-1", tenant="demo")
+            with trace.get_tracer("shop-frontend").start_as_current_span("checkout") as checkout:
+                order = demo.Order("order-1", "warehouse-1", demo.SKU, qty=1, amount_cents=900)
+                run = await orders.start(demo.Fulfil, order)
+            await orders.send(demo.pay, demo.Pay(order="order-1", amount_cents=900))
+            await testing.Clock(database_url).advance(demo.COOL_OFF * 2)
+            assert isinstance(await run.result(timeout=60), Success)
+        assert relay.terminate() == 0, relay.output()
+    finally:
+        relay.close()
+
+    trace_id = f"{checkout.get_span_context().trace_id:032x}"
+    here = {f"{s.context.span_id:016x}": s for s in EXPORTER.get_finished_spans()}
+    start_turn = next(s for s in here.values() if s.name == "akter.turn DemoShop.Fulfil")
+    there = [json.loads(line) for line in spans_file.read_text().splitlines()]
+    joined = [s for s in there if s["trace_id"] == trace_id]
+    names = [s["name"] for s in joined]
+    # the first delivery of the execution's timer is the child of the start turn in this process
+    first = next(s for s in joined if s["name"] == "akter.deliver DemoShop.akter.wf.resume")
+    assert first["parent_id"] == f"{start_turn.context.span_id:016x}"
+    for name in ("akter.pass Fulfil", "akter.activity reserve", "akter.activity ship", "akter.suspend"):
+        assert name in names, names
+    assert "akter.turn DemoWarehouse.reserve_stock" in names

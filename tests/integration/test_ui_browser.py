@@ -1,0 +1,248 @@
+"""``akter ui``: the inspector page, driven in headless Chromium against real executions.
+
+The page runs as the real command in its own process (``python -m akter.cli ui akter.demo:app
+--port 0``) over a database where the demo's shop has run three orders: one shipped, one
+waiting for its payment, one failed because nobody paid. Playwright's Python client drives
+Debian's ``chromium`` (``/usr/bin/chromium``; no browser download). Each view is saved as a
+screenshot under ``tests/artifacts/`` for a person to look at.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from returns.result import Success
+
+from akter import demo, testing
+from akter.ids import ActorRef
+from tests.integration.conftest import Peek
+from tests.integration.workflow_support import quiet
+
+CHROMIUM = os.environ.get("AKTER_TEST_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+#: how long the page may take to show what the database holds (a wait, not a timing assertion)
+SEEN_WITHIN_MS = 20_000
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        shutil.which(CHROMIUM) is None,
+        reason=f"no Chromium at {CHROMIUM}: install Debian's chromium (apt-get install chromium) to run the"
+        " browser tests of the inspector page",
+    ),
+]
+
+playwright_api = pytest.importorskip("playwright.async_api")
+
+
+@attrs.frozen
+class Stored:
+    url: str
+    shop: ActorRef
+    shipped: str
+    waiting: str
+    overdue: str
+
+
+@pytest.fixture
+async def stored(database_url: str) -> Stored:
+    shop = ActorRef("demo", demo.DemoShop.name, "shop-1")
+    app = demo.make_app(database_url)
+    async with app.relay() as relay, app.client() as client:
+        orders = client.actor(demo.DemoShop, shop.actor_id, tenant="demo")
+        first = demo.Order("order-1", "warehouse-1", demo.SKU, qty=2, amount_cents=5000)
+        shipped = await orders.start(demo.Fulfil, first)
+        await orders.send(demo.pay, demo.Pay(order="order-1", amount_cents=5000))
+        assert isinstance(await shipped.result(timeout=20), Success)
+        late = demo.Order("order-3", "warehouse-1", demo.SKU, qty=1, amount_cents=100, payment_window_s=1)
+        overdue = await orders.start(demo.Fulfil, late)
+        second = demo.Order("order-2", "warehouse-1", demo.SKU, qty=1, amount_cents=2500)
+        waiting = await orders.start(demo.Fulfil, second)
+        await quiet(app, relay)
+        clock = testing.Clock(database_url)
+        await clock.advance(demo.COOL_OFF * 2)  # past the cool-off: both orders wait for payment
+        await quiet(app, relay)
+        await clock.advance(timedelta(seconds=2))  # past order-3's payment window
+        await quiet(app, relay)
+        assert (await overdue.poll()).status == "finished"
+        assert (await waiting.poll()).status == "suspended"
+    return Stored(database_url, shop, shipped.execution_id, waiting.execution_id, overdue.execution_id)
+
+
+@pytest.fixture
+def page_url(stored: Stored) -> Iterator[str]:
+    """The page as a user starts it, on a free port; its URL is the line it prints."""
+    env = {k: v for k, v in os.environ.items() if k != "AKTER_DATABASE_URL"}
+    command = [sys.executable, "-m", "akter.cli", "ui", "akter.demo:app", "--database-url", stored.url]
+    with subprocess.Popen(
+        [*command, "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    ) as proc:
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        try:
+            line = proc.stdout.readline()
+            assert line.startswith("akter ui: serving http://127.0.0.1:"), line + proc.stderr.read()
+            yield line.split()[3]
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    async with playwright_api.async_playwright() as pw:
+        chromium = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        try:
+            page = await chromium.new_page(viewport={"width": 1300, "height": 900})
+            page.set_default_timeout(SEEN_WITHIN_MS)
+            yield page
+        finally:
+            await chromium.close()
+
+
+async def screenshot(page: Any, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    await page.screenshot(path=str(ARTIFACTS / f"ui-{name}.png"), full_page=True)
+
+
+async def test_the_list_shows_the_executions_and_a_click_opens_a_timeline(
+    stored: Stored, page_url: str, browser: Any
+) -> None:
+    page = browser
+    await page.goto(page_url)
+    rows = page.locator("#executions tr.row")
+    assert await rows.count() == 3
+    assert await page.locator(f'#executions tr[data-execution="{stored.waiting}"] .status').inner_text() == (
+        "suspended"
+    )
+    assert await page.locator(f'#executions tr[data-execution="{stored.shipped}"] .status').inner_text() == (
+        "succeeded"
+    )
+    assert "Executions (3)" in await page.locator("#counts h2").inner_text()
+    counts = await page.locator("#counts li").all_inner_texts()
+    assert sorted(c.split()[-2:] for c in counts) == [["failed", "1"], ["succeeded", "1"], ["suspended", "1"]]
+    # what needs a person is on top: the order nobody paid for
+    attention = page.locator("#attention")
+    assert "Needs attention (1)" in await attention.locator("h2").inner_text()
+    assert "order-3" in await attention.inner_text()
+    await screenshot(page, "executions")
+
+    await page.locator(f'#executions tr[data-execution="{stored.shipped}"] a.execution').click()
+    await page.wait_for_url(f"**/executions/{stored.shipped}")
+    lanes = await page.locator("#timeline .lane").evaluate_all("ls => ls.map(l => l.dataset.step)")
+    assert lanes == ["reserve#1", "cool-off#1", "payment#1", "ship#1"]
+    assert "finished succeeded" in await page.locator("#why").inner_text()
+    payment = await page.locator('#timeline .lane[data-step="payment#1"] .bar').get_attribute("title")
+    assert "matched event #1 PaymentReceived(order='order-1', amount_cents=5000)" in (payment or "")
+    await screenshot(page, "timeline-finished")
+
+    # a filter narrows the list and its counts
+    await page.goto(page_url + "?status=attention")
+    assert await page.locator("#executions tr.row").count() == 1
+    assert "Executions (1)" in await page.locator("#counts h2").inner_text()
+
+
+async def test_a_waiting_execution_says_why_and_its_timeline_advances_without_a_reload(
+    stored: Stored, page_url: str, browser: Any
+) -> None:
+    page = browser
+    await page.goto(page_url + "executions/" + stored.waiting)
+    why = page.locator("#why")
+    assert "waiting for PaymentReceived after event #" in await why.inner_text()
+    bar = page.locator('#timeline .lane[data-step="payment#1"] .bar')
+    assert "pending" in (await bar.get_attribute("class") or "")
+    assert await page.locator("#timeline .timer").count() == 1  # the payment window's deadline
+    await screenshot(page, "timeline-waiting")
+    await page.evaluate("window.notReloaded = true")
+
+    app = demo.make_app(stored.url)
+    async with app.relay() as relay, app.client() as client:
+        orders = client.actor(demo.DemoShop, stored.shop.actor_id, tenant="demo")
+        await orders.send(demo.pay, demo.Pay(order="order-2", amount_cents=2500))
+        assert isinstance(await orders.run(demo.Fulfil, stored.waiting).result(timeout=20), Success)
+        await quiet(app, relay)
+
+    await page.locator("#why", has_text="finished succeeded").wait_for()
+    assert await page.evaluate("window.notReloaded") is True  # the same document, updated in place
+    assert await page.locator('#timeline .lane[data-step="ship#1"]').count() == 1
+    assert "pending" not in (await bar.get_attribute("class") or "")
+    assert await page.locator("#live > div").get_attribute("data-live") == "false"  # polling stops
+    await screenshot(page, "timeline-live-finished")
+
+
+async def test_an_actor_shows_its_state_events_receipts_and_outbox(
+    stored: Stored, page_url: str, browser: Any
+) -> None:
+    page = browser
+    await page.goto(page_url + "executions/" + stored.waiting)
+    await page.locator("a.actor").first.click()
+    await page.wait_for_url("**/actor?**")
+    assert await page.locator("h1").inner_text() == str(stored.shop)
+    assert "ShopState(paid_cents=5000)" in await page.locator("#state").inner_text()
+    events = await page.locator("#events").inner_text()
+    assert "PaymentReceived(order='order-1', amount_cents=5000)" in events
+    assert "pay" in await page.locator("#receipts").inner_text()
+    assert await page.locator("#actor-executions tr").count() == 4  # a header and three executions
+    assert "wf:" in await page.locator("#outbox").inner_text()  # the waiting order's deadline timer
+    await screenshot(page, "actor")
+
+
+async def test_a_value_that_does_not_decode_is_shown_with_its_stored_json(
+    stored: Stored, page_url: str, browser: Any, peek: Peek
+) -> None:
+    await peek.conn.execute(
+        "UPDATE actor_state SET state = '\\x00'::bytea || convert_to('{\"paid_cents\": \"lots\"}', 'UTF8')"
+        " WHERE actor_id = 'shop-1'"
+    )
+    page = browser
+    ref = stored.shop
+    await page.goto(f"{page_url}actor?tenant={ref.tenant}&type={ref.actor_type}&id={ref.actor_id}")
+    state = page.locator("#state")
+    assert "undecodable: does not structure as ShopState" in await state.inner_text()
+    await state.locator("summary").click()
+    assert '"paid_cents": "lots"' in await state.locator("pre").inner_text()
+    await screenshot(page, "undecodable")
+
+
+def test_a_bind_beyond_loopback_is_refused_without_the_flag(stored: Stored) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "AKTER_DATABASE_URL"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "akter.cli",
+            "ui",
+            "akter.demo:app",
+            "--database-url",
+            stored.url,
+            "--host",
+            "0.0.0.0",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "will not listen on 0.0.0.0" in done.stderr
+    assert "no login" in done.stderr
+    assert "--allow-remote" in done.stderr
+
+
+async def test_an_unknown_execution_is_a_page_that_says_so(page_url: str, browser: Any) -> None:
+    page = browser
+    response = await page.goto(page_url + "executions/not-an-id")
+    assert response.status == 400
+    assert await page.locator("#problem").inner_text() != ""
+    asyncio.get_running_loop()  # the page is served by its own process; this loop only drives it
