@@ -209,9 +209,12 @@ async def test_result_keeps_waiting_across_a_lost_listener(
         handle = client.actor(Shop, "s1", tenant="acme")
         runs = [await handle.start(Ship, Order(id=f"o{i}", wait_s=600)) for i in range(3)]
         waiting = [asyncio.create_task(r.result(timeout=60)) for r in runs]
+        listener = client.results
+        # the listener counts a connection once it listens on it; its backend shows up in
+        # pg_stat_activity a moment before that
+        assert await listener.listening(30)
         await _until(lambda: _has_listener(peek))
         (pid,) = await _listener_backends(peek)
-        listener = client.results
         assert listener.connects == 1  # one connection for every waiter
         if finish == "after every connection was lost":
             # the pool's, the relay's and the listener's: what a restart does to a process
