@@ -32,6 +32,7 @@ import contextlib
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
+import attrs
 import psycopg
 from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict
@@ -96,6 +97,12 @@ class SyncAsAsync:
         cur.execute(query, params)
         return cur.fetchone() if fetch else None
 
+    async def first(self, query: Any, params: Mapping[str, Any]) -> Any:
+        """A statement's first row, or None when it returns no rows."""
+        cur = psycopg.ClientCursor(self._conn)
+        cur.execute(query, params)
+        return cur.fetchone() if cur.description is not None else None
+
 
 class _AsyncDb:
     def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
@@ -108,6 +115,11 @@ class _AsyncDb:
         cur = psycopg.AsyncClientCursor(self._conn)
         await cur.execute(query, params)
         return await cur.fetchone() if fetch else None
+
+    async def first(self, query: Any, params: Mapping[str, Any]) -> Any:
+        cur = psycopg.AsyncClientCursor(self._conn)
+        await cur.execute(query, params)
+        return await cur.fetchone() if cur.description is not None else None
 
 
 def _db(conn: Connection) -> Any:
@@ -205,10 +217,17 @@ async def _joined_once(
         return _replay(request, row), False
     turn, outcome = await _handle(request, row)
     write, record = _prepare_write(request, row, turn, outcome)
+    record = attrs.evolve(record, joined=True)
     hook_conn = conn if isinstance(conn, psycopg.AsyncConnection) else db
     if isinstance(outcome, Success):
         for hook in options.hooks:
             await hook.before_commit(hook_conn, turn, record)
+    # the hooks' statements (``Committed.with_write``), before the turn's own write, as the
+    # kernel sends them; their answers come now, as nothing after the commit runs here
+    for query, args, answer in record._batched:
+        answered = await db.first(query, args)
+        if answer is not None:
+            answer(answered)
     await db.call(queries.write(len(record.events)), write, fetch=False)
     return record, True
 

@@ -81,6 +81,9 @@ class Committed:
     now_ms: int
     #: (sequence, tag, event) of the events this turn emitted; empty on replay
     events: tuple[tuple[int, str, object], ...] = ()
+    #: written inside a transaction the application owns (``akter.actor.joined``): it commits
+    #: when the application commits, and no ``on_commit`` action or after-commit hook runs
+    joined: bool = False
     _after: list[Callable[[], None]] = attrs.field(factory=list, init=False, eq=False, repr=False)
     _batched: list[tuple[Any, dict[str, Any], Callable[[tuple[Any, ...] | None], None] | None]] = attrs.field(
         factory=list, init=False, eq=False, repr=False

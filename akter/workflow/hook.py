@@ -153,7 +153,9 @@ class WorkflowHook:
         ref = record.ref
         notify = False
         base = {**ref.key_params(), "bucket": ref.bucket}
-        runner = self._owner(ref)
+        # a turn in the application's transaction commits when the application does, and runs
+        # nothing after it: its starts and resumes go through the relay, as for another owner
+        runner = None if record.joined else self._owner(ref)
         # the generation the first handoff of this turn takes (or the runner holds): the
         # statements travel with the turn's write, their answers come once it committed
         handoff = _Handoff(record, runner, None if runner is None else runner.generation(ref))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 from returns.maybe import Some
 from returns.result import Success
 
@@ -144,7 +145,7 @@ async def test_what_cannot_join_is_refused(database_url: str) -> None:
             pytest.raises(akter.ConfigurationError, match="AsyncConnection"),
         ):
             client.with_connection(sync_conn)  # type: ignore[arg-type]
-        other = database_url.rsplit("/", 1)[0] + "/postgres"
+        other = make_conninfo(database_url, dbname="postgres")
         async with await psycopg.AsyncConnection.connect(other) as elsewhere:
             with pytest.raises(akter.ConfigurationError, match="must share one database"):
                 client.with_connection(elsewhere)
