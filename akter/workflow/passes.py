@@ -315,7 +315,7 @@ class Pass:
             extra=logs.fields(execution=self.eid),
         )
         due = datetime.fromtimestamp(self.now_ms() / 1000, tz=UTC) + self.runner.recheck
-        await self._one(queries.LEAVE_BLOCKED, {"reason": reason, "due": due})
+        await self._fenced_now(queries.LEAVE_BLOCKED, {"reason": reason, "due": due})
 
     @telemetry.traced_pass
     async def _drive(self, workflow: Workflow[Any, Any]) -> None:  # noqa: PLR0912 -- the pass's states, in order

@@ -326,9 +326,14 @@ x AS (
            updated_at = akter_now()
       FROM fence
      WHERE e.routing_key = %(rk)s AND e.execution_id = %(eid)s AND e.status <> 'finished'
-    RETURNING e.routing_key, e.execution_id, e.tenant, e.actor_type, e.actor_id, e.principal, e.trace_context)
-"""
+    RETURNING e.routing_key, e.execution_id, e.tenant, e.actor_type, e.actor_id, e.principal,
+              e.trace_context),
+arm AS ("""
     + _arm_from("x")
+    # fenced like every engine write: a pass fenced out must learn it (and run on under the
+    # newer generation its runner may hold), never leave the execution as it found it
+    + """ RETURNING 1)
+SELECT (SELECT count(*) FROM fence) AS fenced"""
 )
 
 # Finishing (a lock-first function: sql/005, after the settles of sql/010): the first terminal

@@ -25,6 +25,7 @@ process.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Mapping
 from datetime import timedelta
@@ -46,6 +47,9 @@ if TYPE_CHECKING:
     from akter.outbox.relay import Relay
 
 log = logging.getLogger("akter.workflow")
+
+#: how long a pass fenced out by its own runner waits for the newer generation to be handed over
+HANDOFF_WAIT = 2.0
 
 
 class WorkflowRunner:
@@ -83,6 +87,8 @@ class WorkflowRunner:
         self._tasks: set[asyncio.Task[None]] = set()
         self._quiet = asyncio.Event()
         self._quiet.set()
+        #: set (and replaced) whenever a turn hands this runner a newer generation of an actor
+        self._newer = asyncio.Event()
         self._claimed = False
 
     def claim(self) -> WorkflowRunner:
@@ -154,6 +160,8 @@ class WorkflowRunner:
         the start turn just wrote it (no steps yet), so its first pass needs no load."""
         if generation is not None and generation > self._generations.get(ref, 0):
             self._generations[ref] = generation
+            self._newer.set()  # a pass fenced out by this very generation runs on under it
+            self._newer = asyncio.Event()
         key = str(eid)
         running = self._passes.get(key)
         if running is not None:
@@ -232,10 +240,25 @@ class WorkflowRunner:
                 else:
                     log.exception("pass of %s failed; its recovery timer will resume it", key)
                 return
-            if p.stale and self._generations.get(ref, 0) > p.generation and self.owns(ref):
+            if p.stale and self.owns(ref) and await self._newer_generation(ref, p.generation):
                 continue  # a turn took a newer generation for this runner meanwhile: run under it
             if key not in self._rerun or not self.owns(ref):
                 return
+
+    async def _newer_generation(self, ref: ActorRef, generation: int) -> bool:
+        """Whether this runner holds a generation of ``ref`` newer than ``generation``, waiting
+        up to ``HANDOFF_WAIT`` for one: a resume turn of another execution of the same actor may
+        have taken it for this runner (fencing this pass out) and committed, with the turn's
+        answer — which hands the generation over — not processed yet. Without the wait, the
+        fenced pass would leave its execution to its recovery timer."""
+        deadline = asyncio.get_running_loop().time() + HANDOFF_WAIT
+        while self._generations.get(ref, 0) <= generation:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._newer.wait(), left)
+        return True
 
     async def refresh_expired(self) -> int:
         """Give expired resume intents of the owned buckets fresh ids; returns how many."""
