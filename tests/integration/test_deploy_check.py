@@ -266,8 +266,11 @@ async def test_a_refused_deploy_is_reported_by_the_check_and_the_relay_and_left_
                     assert (
                         now + minute - timedelta(seconds=1) <= due_at <= after + minute + timedelta(seconds=1)
                     )
-                warnings = [r.getMessage() for r in caplog.records if "left suspended" in r.getMessage()]
-                assert len(warnings) == 3, warnings
+                left = [r for r in caplog.records if "left suspended" in r.getMessage()]
+                warnings = [r.getMessage() for r in left]
+                # each execution is reported (a pass fenced out by a second resume of its actor
+                # runs again under the newer generation, and reports it again)
+                assert len({getattr(r, "execution", None) for r in left}) == 3, warnings
                 assert all(
                     r.levelno == logging.WARNING for r in caplog.records if "left suspended" in r.getMessage()
                 )
