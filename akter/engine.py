@@ -27,6 +27,7 @@ import psycopg
 import psycopg_pool
 
 from akter import faults
+from akter.actor.cache import ActorCache
 from akter.actor.compat import refuse_misreads
 from akter.actor.declare import Actor
 from akter.actor.kernel import TurnHook, TurnOptions
@@ -74,7 +75,8 @@ class Engine:
     def __init__(self, app: Declarations, session: Session) -> None:
         self.app = app
         self.session = session
-        self.sender = Sender(session, app.actors, TurnOptions(busy_timeout=app.busy_timeout, hooks=app.hooks))
+        options = TurnOptions(busy_timeout=app.busy_timeout, hooks=app.hooks, cache=ActorCache())
+        self.sender = Sender(session, app.actors, options)
         self.loop = asyncio.get_running_loop()
         #: the one ``LISTEN`` connection every ``run.result()`` and event subscription shares
         self.results = session.listener

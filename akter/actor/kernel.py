@@ -20,18 +20,26 @@ A turn:
    round trip; what a layer must do once the turn committed it registers on the record
    (``Committed.on_commit``), so a turn that fails to commit leaves nothing behind.
 
-A turn is two round trips: ``BEGIN`` with the load, and the write with ``COMMIT``
+A turn is two round trips (one when optimistic, below): ``BEGIN`` with the load, and the write with ``COMMIT``
 (``queries.py``; docs/performance.md has what the alternatives cost).
 
 A declared failure rolls back the business work and commits only its failure receipt. A defect
 rolls everything back and reaches the caller as ``Defect``. A lock timeout (another transaction
-holds the row) is retried with backoff, before the handler was ever entered, until the busy
-deadline. ``client.py`` drives this module; ``turn.py`` is what the handler sees.
+holds the row) is retried with backoff, each retry taking the lock before it enters the handler,
+until the busy deadline.
+
+An optimistic turn (``_turn_optimistic``, for a fresh command id on an actor this process
+remembers, ``cache.py``) runs steps 4 and 5 on the remembered state first and sends the lock, a
+check that the memory still holds, the hooks' statements and the write in one round trip with
+the commit; when the check refuses, nothing was written and the turn runs as above.
+
+``client.py`` drives this module; ``turn.py`` is what the handler sees.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import random
 import time
@@ -46,6 +54,7 @@ from returns.result import Failure, Result, Success
 
 from akter import codec, faults, logs, tagged, telemetry
 from akter.actor import limits, queries
+from akter.actor.cache import BEHIND_MS, ActorCache, Known
 from akter.actor.declare import Command
 from akter.actor.turn import Turn
 from akter.actor.upgrade import read_state, state_shape
@@ -124,6 +133,9 @@ class TurnHook(Protocol):
 class TurnOptions:
     busy_timeout: timedelta = timedelta(seconds=30)
     hooks: Sequence[TurnHook] = ()
+    #: the process's memory of actors, for optimistic (one round trip) turns; None: every turn
+    #: takes two round trips
+    cache: ActorCache | None = None
 
 
 def _encode_outcome(command: Command[Any, Any, Any], outcome: Outcome) -> bytes:
@@ -190,9 +202,16 @@ async def run_turn(  # noqa: PLR0917 -- the relay's delivery (akter/outbox) call
     command_id: CommandId,
     caller: Caller,
     options: TurnOptions,
+    *,
+    fresh: bool = False,
 ) -> Committed:
     """Handle one command as one turn on ``conn`` (an autocommit connection; the turn opens and
-    commits its own transaction). Raises the kernel's typed errors; returns what committed."""
+    commits its own transaction). Raises the kernel's typed errors; returns what committed.
+
+    ``fresh``: the caller minted ``command_id`` for this send and has not sent it before, so it
+    has no receipt, and the turn may be optimistic (``_turn_optimistic``), which runs the
+    handler before it could know of one. A retried or caller-chosen id is never optimistic: a
+    known id replays its outcome and never runs the handler."""
     if ref.actor_type != command.actor.name:
         raise InvalidInput(f"{command!r} cannot be sent to {ref}")
     check_caller(command, caller)
@@ -210,9 +229,13 @@ async def run_turn(  # noqa: PLR0917 -- the relay's delivery (akter/outbox) call
     delay = 0.005
     while True:
         try:
-            turn, record = await _turn_once(conn, request, options)
+            done = await _turn_optimistic(conn, request, options) if fresh else None
+            turn, record = done if done is not None else await _turn_once(conn, request, options)
             break
         except BaseException as exc:
+            # a retry takes the lock before it runs the handler again: however long the actor
+            # stays busy, the handler ran at most once (optimistically) before the lock
+            fresh = False
             await _abandon(conn)
             if not (isinstance(exc, psycopg.Error) and is_lock_timeout(exc)):
                 raise
@@ -254,13 +277,8 @@ async def _turn_once(
     Whatever it raises leaves the transaction open for ``run_turn`` to roll back."""
     # Client-side binding is what lets one round trip carry BEGIN with the load, and the write
     # with COMMIT (the simple query protocol); see queries.py and docs/performance.md.
-    cur = psycopg.AsyncClientCursor(conn)
-    await cur.execute(queries.BEGIN_AND_LOAD, request.params)
-    cur.nextset()
-    fetched = await cur.fetchone()
-    if fetched is None:  # pragma: no cover - the procedure always returns the locked row
-        raise AssertionError(f"akter_turn_load returned no row for {request.ref}")
-    row = queries.Loaded(*fetched)
+    cache = options.cache
+    row, cur = await _load(conn, request, cache)
     command_id = request.command_id
     if command_id.expires_ms < row.now_ms:
         raise CommandExpired(
@@ -270,6 +288,8 @@ async def _turn_once(
     if row.command is not None:
         record = _replay(request, row)
         await conn.rollback()
+        if cache is not None and row.version is not None:
+            cache.remember(request.ref, Known(row.version, row.event_seq, row.state, row.state_shape))
         return None, record
 
     turn, outcome = await _handle(request, row)
@@ -295,10 +315,136 @@ async def _turn_once(
     else:
         await cur.execute(statement + (b"; COMMIT" if params is None else "; COMMIT"), params)
         answers = await _answers(cur, batched)
+    if cache is not None and row.version is not None:
+        cache.remember(request.ref, _after_write(row.version, row, write, record))
     for (_, _, answer), answered in zip(batched, answers, strict=True):
         if answer is not None:
             answer(answered)
     return turn, record
+
+
+def _after_write(version: int, row: queries.Loaded, write: dict[str, Any], record: Committed) -> Known:
+    """The actor as a turn that loaded ``row`` (at ``version``) and wrote ``write`` left it."""
+    state = write["state"]
+    return Known(
+        version=version + 1,
+        event_seq=row.event_seq + len(record.events),
+        state=row.state if state is None else state,
+        state_shape=row.state_shape if state is None else write["state_shape"],
+    )
+
+
+def _md5(data: bytes) -> str:
+    return hashlib.md5(data, usedforsecurity=False).hexdigest()
+
+
+class _NeedsLock(Exception):
+    """A hook of an optimistic turn asked for the connection before the turn holds its lock."""
+
+
+class _NoConnection:
+    """What an optimistic turn's hooks get as the connection: using it makes the turn take the
+    two-round-trip way, where the lock is held before any hook statement runs. A hook whose
+    statements all go through ``Committed.with_write`` keeps the turn at one round trip."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise _NeedsLock(name)
+
+
+_NO_CONNECTION: Any = _NoConnection()
+
+
+async def _turn_optimistic(
+    conn: psycopg.AsyncConnection[Any], request: _Request, options: TurnOptions
+) -> tuple[Turn[Any] | None, Committed] | None:
+    """One round trip on what this process remembers of the actor (``cache.py``): the handler
+    runs on the remembered state first, then the row lock, the check that the memory holds
+    (``queries.CHECK``), the hooks' statements and the write go in one batch with the commit.
+    None when the turn must take two round trips: nothing remembered or guessed, a handler
+    that read ``turn.now`` or raised (its outcome may depend on a state it did not really
+    have: it runs again on the loaded one), a hook that needed the connection, or a check
+    that refused. Nothing has been written then."""
+    cache = options.cache
+    if cache is None or faults.armed("turn.before_handler"):
+        return None
+    now_ms = cache.now_ms()
+    known = cache.guess(request.ref)
+    if known is None or now_ms is None or request.command_id.expires_ms < now_ms:
+        return None
+    row = queries.Loaded(
+        known.event_seq, known.state, known.state_shape, None, None, None, None, now_ms, known.version
+    )
+    try:
+        turn, outcome = await _handle(request, row)
+        if turn._now_read:
+            return None
+        write, record = _prepare_write(request, row, turn, outcome)
+        if isinstance(outcome, Success):
+            for hook in options.hooks:
+                await hook.before_commit(_NO_CONNECTION, turn, record)
+    except Exception:
+        return None
+    check = {
+        **request.params,
+        "version": known.version,
+        "state_md5": None
+        if known.state is None
+        else hashlib.md5(known.state, usedforsecurity=False).hexdigest(),
+        "shape": known.state_shape,
+        "expires_ms": request.command_id.expires_ms,
+        "now_ms": now_ms,
+        "behind_ms": BEHIND_MS,
+    }
+    cur = psycopg.AsyncClientCursor(conn)
+    batched = record._batched
+    parts = [
+        cur.mogrify(queries.CHECK, check),
+        *(cur.mogrify(query, args) for query, args, _ in batched),
+        cur.mogrify(queries.write(len(record.events)), write),
+    ]
+    split = faults.armed("turn.before_commit")
+    statement = "BEGIN; " + "; ".join(parts) + ("" if split else "; COMMIT")
+    try:
+        await cur.execute(statement.encode())
+    except psycopg.Error as exc:
+        if exc.sqlstate != queries.STALE:
+            raise
+        await _abandon(conn)
+        cache.stale(request.ref, known)
+        return None
+    cur.nextset()  # BEGIN's result, then the check's
+    cur.nextset()
+    answers = await _answers(cur, batched)
+    if split:
+        await faults.hit("turn.before_commit", request.ref.actor_id, str(request.command_id))
+        await conn.commit()
+    cache.hits += 1
+    cache.remember(request.ref, _after_write(known.version or 0, row, write, record))
+    for (_, _, answer), answered in zip(batched, answers, strict=True):
+        if answer is not None:
+            answer(answered)
+    return turn, record
+
+
+async def _load(
+    conn: psycopg.AsyncConnection[Any], request: _Request, cache: ActorCache | None
+) -> tuple[queries.Loaded, psycopg.AsyncClientCursor[Any]]:
+    """``BEGIN`` and the lock and load, in one round trip; with a cache, the version too, and
+    the process forgets the actor until this turn tells what it is."""
+    cur = psycopg.AsyncClientCursor(conn)
+    if cache is not None:
+        cache.forget(request.ref)
+    await cur.execute(
+        queries.BEGIN_AND_LOAD if cache is None else queries.BEGIN_AND_LOAD_VERSIONED, request.params
+    )
+    cur.nextset()
+    fetched = await cur.fetchone()
+    if fetched is None:  # pragma: no cover - the procedure always returns the locked row
+        raise AssertionError(f"akter_turn_load returned no row for {request.ref}")
+    row = queries.Loaded(*fetched)
+    if cache is not None:
+        cache.observe_clock(row.now_ms)
+    return row, cur
 
 
 async def _answers(

@@ -25,6 +25,20 @@ LOAD: LiteralString = (
     f"CALL akter_turn_load({_KEY}, %(command_id)s, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
 )
 BEGIN_AND_LOAD: LiteralString = "BEGIN; " + LOAD
+#: ``LOAD`` with the actor's version as a ninth column (sql/018), for the process's memory of
+#: the actor (``cache.py``); ``LOAD`` stays for the joined turn, which does not remember
+BEGIN_AND_LOAD_VERSIONED: LiteralString = (
+    f"BEGIN; CALL akter_turn_load_versioned({_KEY}, %(command_id)s,"
+    " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
+)
+
+#: An optimistic turn's first statement (sql/018): the row lock, and a check of what the
+#: process assumed; SQLSTATE ``STALE`` when it does not hold.
+CHECK: LiteralString = (
+    f"CALL akter_turn_check({_KEY}, %(command_id)s, %(version)s, %(state_md5)s, %(shape)s,"
+    " %(expires_ms)s, %(now_ms)s, %(behind_ms)s)"
+)
+STALE = "AKT01"
 
 
 class Loaded(NamedTuple):
@@ -41,6 +55,8 @@ class Loaded(NamedTuple):
     outcome: bytes | None
     #: the database clock (``akter_now()``) in ms since the epoch
     now_ms: int
+    #: the actor's version (bumped by every committed turn); None from ``LOAD``
+    version: int | None = None
 
 
 @functools.cache

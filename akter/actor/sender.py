@@ -75,19 +75,25 @@ class Sender:
     ) -> Committed:
         """Run one turn, retrying lost connections with the same id until ``busy_timeout``."""
         minted = command_id is None
+        #: a minted id not sent yet: no receipt can exist, so its turn may be optimistic
+        fresh = minted
         cid = command_id or self.session.mint_command_id()
         deadline = time.monotonic() + self.busy_timeout.total_seconds()
         delay = 0.05
         while True:
             try:
                 async with self.session.pool.connection() as conn:
-                    record = await run_turn(conn, command, ref, payload, cid, caller, self.options)
+                    attempt, fresh = fresh, False
+                    record = await run_turn(
+                        conn, command, ref, payload, cid, caller, self.options, fresh=attempt
+                    )
             except CommandExpired as exc:
                 self.session.observe_clock(exc.database_now_ms)
                 if not minted:
                     raise
                 minted = False
                 cid = self.session.mint_command_id()
+                fresh = True
             except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
                 if not (isinstance(exc, psycopg_pool.PoolTimeout) or is_connection_lost(exc)):
                     raise

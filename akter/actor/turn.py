@@ -48,10 +48,11 @@ class Turn(Generic[S]):
         "_closed",
         "_event_types",
         "_events",
+        "_now",
+        "_now_read",
         "_state",
         "caller",
         "command_id",
-        "now",
         "ref",
         "staged",
     )
@@ -68,8 +69,8 @@ class Turn(Generic[S]):
         self.ref = ref
         self.caller = caller
         self.command_id = command_id
-        #: the database clock when the turn took the actor's lock
-        self.now = now
+        self._now = now
+        self._now_read = False
         self._state = state
         self._events: list[object] = []
         #: the actor type's declared events by tag; None accepts any (a turn built by hand)
@@ -81,6 +82,12 @@ class Turn(Generic[S]):
     def _check(self) -> None:
         if self._closed:
             raise TurnClosed(f"the turn of command {self.command_id} on {self.ref} has ended")
+
+    @property
+    def now(self) -> datetime:
+        """The database clock when the turn took the actor's lock."""
+        self._now_read = True
+        return self._now
 
     @property
     def state(self) -> S:

@@ -89,8 +89,10 @@ class OutboxHook:
         sends, cancels = _final_ops(items)
         ref = record.ref
         params: dict[str, Any] = {**ref.key_params(), "now_ms": record.now_ms, "bucket": ref.bucket}
+        # sent in the round trip of the turn's own write (``Committed.with_write``), under the
+        # lock the turn already holds: a turn that sends commands costs no round trip more
         if cancels:
-            await conn.execute(queries.CANCEL, {**params, "cancel": cancels}, prepare=True)
+            record.with_write(queries.CANCEL, {**params, "cancel": cancels})
         if not sends:
             return
         principal = turn.principal
@@ -108,9 +110,9 @@ class OutboxHook:
             "callers": [timer_caller if s.timer else actor_caller for s in sends],
             "trace": telemetry.carrier(),
         }
-        await conn.execute(queries.INSERT, params, prepare=True)
+        record.with_write(queries.INSERT, params)
         if min(due) <= record.now_ms:
-            await conn.execute(queries.NOTIFY, {"bucket_text": str(ref.bucket)}, prepare=True)
+            record.with_write(queries.NOTIFY, {"bucket_text": str(ref.bucket)})
 
     def after_commit(self, record: Committed) -> None:
         """Nothing to do: the NOTIFY sent in the transaction is delivered by the commit itself."""

@@ -1,0 +1,110 @@
+"""What a process remembers of the actors it ran turns on, so that its next turn on one of them
+can be optimistic: one round trip instead of two (``kernel.py``, ``sql/018_optimistic_turns.sql``).
+
+An entry is what the last turn this process committed (or loaded) on an actor left: the actor's
+version, its event sequence and its stored state, exactly as stored. It is a guess, never the
+truth: any turn elsewhere bumps the version, and the optimistic turn's first statement checks
+the version under the actor's row lock, so a stale entry costs one round trip and is replaced.
+Nothing is ever decided from an entry without that check.
+
+For an actor the process never saw, the turn may guess that the actor does not exist yet (a
+new order, a new account: the common case for the actor a workflow start creates). The guess is
+made per actor type while it keeps being right: after a wrong guess the type's next
+``ABSENT_BACKOFF`` unknown actors take the two-round-trip way, so a process that serves mostly
+existing actors it has not seen pays the wasted round trip rarely.
+
+The memory is bounded: ``max_entries`` actors (least recently used leave first) and states of
+at most ``max_state_bytes`` (a larger state is not remembered; its turns take two round trips).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+
+import attrs
+
+from akter.ids import ActorRef
+
+DEFAULT_MAX_ENTRIES = 10_000
+DEFAULT_MAX_STATE_BYTES = 16 * 1024
+#: unknown actors of a type that take the two-round-trip way after a wrong "does not exist" guess
+ABSENT_BACKOFF = 64
+#: how far behind the database clock the process's estimate may be for an optimistic turn
+BEHIND_MS = 10
+
+
+@attrs.frozen
+class Known:
+    """An actor as the last turn this process saw left it. ``version`` None: it did not exist."""
+
+    version: int | None
+    event_seq: int
+    state: bytes | None
+    state_shape: str | None
+
+
+ABSENT = Known(version=None, event_seq=0, state=None, state_shape=None)
+
+
+class ActorCache:
+    """Per-process memory of actors, for optimistic turns. Single event loop, no locking."""
+
+    def __init__(
+        self, max_entries: int = DEFAULT_MAX_ENTRIES, max_state_bytes: int = DEFAULT_MAX_STATE_BYTES
+    ) -> None:
+        self.max_entries = max_entries
+        self.max_state_bytes = max_state_bytes
+        self._known: OrderedDict[ActorRef, Known] = OrderedDict()
+        #: per actor type, unknown actors still to take the two-round-trip way
+        self._absent_backoff: dict[str, int] = {}
+        #: database clock minus this process's wall clock, from the last turn that loaded
+        self.skew_ms: int | None = None
+        #: counts, for tests and benchmarks: optimistic turns committed, and fallen back
+        self.hits = 0
+        self.misses = 0
+
+    def now_ms(self) -> int | None:
+        """This process's estimate of ``akter_now()``; None before any turn loaded it."""
+        return None if self.skew_ms is None else _local_ms() + self.skew_ms
+
+    def observe_clock(self, database_now_ms: int) -> None:
+        self.skew_ms = database_now_ms - _local_ms()
+
+    def guess(self, ref: ActorRef) -> Known | None:
+        """What to assume of ``ref`` for an optimistic turn, or None to take two round trips."""
+        known = self._known.get(ref)
+        if known is not None:
+            self._known.move_to_end(ref)
+            return known
+        left = self._absent_backoff.get(ref.actor_type, 0)
+        if left > 0:
+            self._absent_backoff[ref.actor_type] = left - 1
+            return None
+        return ABSENT
+
+    def remember(self, ref: ActorRef, known: Known) -> None:
+        if known.state is not None and len(known.state) > self.max_state_bytes:
+            self._known.pop(ref, None)
+            return
+        self._known[ref] = known
+        self._known.move_to_end(ref)
+        while len(self._known) > self.max_entries:
+            self._known.popitem(last=False)
+
+    def stale(self, ref: ActorRef, guessed: Known) -> None:
+        """The optimistic turn's check refused what was guessed: forget it."""
+        self.misses += 1
+        self._known.pop(ref, None)
+        if guessed.version is None:
+            self._absent_backoff[ref.actor_type] = ABSENT_BACKOFF
+
+    def forget(self, ref: ActorRef) -> None:
+        self._known.pop(ref, None)
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+
+def _local_ms() -> int:
+    return time.time_ns() // 1_000_000
