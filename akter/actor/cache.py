@@ -71,12 +71,15 @@ class ActorCache:
     def observe_clock(self, database_now_ms: int) -> None:
         self.skew_ms = database_now_ms - _local_ms()
 
-    def guess(self, ref: ActorRef) -> Known | None:
-        """What to assume of ``ref`` for an optimistic turn, or None to take two round trips."""
+    def guess(self, ref: ActorRef, *, new: bool = True) -> Known | None:
+        """What to assume of ``ref`` for an optimistic turn, or None to take two round trips.
+        ``new``: whether an actor this process does not remember may be guessed new."""
         known = self._known.get(ref)
         if known is not None:
             self._known.move_to_end(ref)
             return known
+        if not new:
+            return None
         left = self._absent_backoff.get(ref.actor_type, 0)
         if left > 0:
             self._absent_backoff[ref.actor_type] = left - 1

@@ -38,22 +38,20 @@ from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict
 from returns.result import Success
 
-from akter import codec
-from akter.actor import limits, queries
+from akter.actor import queries
 from akter.actor.declare import Command
 from akter.actor.kernel import (
     Committed,
     TurnOptions,
     _handle,
-    _payload_json,
     _prepare_write,
     _replay,
     _Request,
-    check_caller,
+    prepare_request,
 )
 from akter.actor.sender import Sender
 from akter.callers import Caller
-from akter.errors import ActorBusy, CommandExpired, ConfigurationError, InvalidInput
+from akter.errors import ActorBusy, CommandExpired, ConfigurationError
 from akter.ids import ActorRef, CommandId
 from akter.store.sqlstate import is_lock_timeout
 
@@ -161,21 +159,10 @@ async def run_joined_turn(  # noqa: PLR0917 -- mirrors kernel.run_turn
     caller: Caller,
     options: TurnOptions,
 ) -> Committed:
-    """One turn in a savepoint of ``conn``'s open transaction; see the module docstring."""
-    if ref.actor_type != command.actor.name:
-        raise InvalidInput(f"{command!r} cannot be sent to {ref}")
+    """One turn in a savepoint of ``conn``'s open transaction; see the module docstring. A
+    connection that cannot join is refused before anything about the command is checked."""
     _check_joinable(conn)
-    check_caller(command, caller)
-    body = limits.payload_within_cap(command, _payload_json(command, payload))
-    request = _Request(
-        command=command,
-        ref=ref,
-        payload=payload,
-        caller=caller,
-        command_id=command_id,
-        payload_hash=codec.digest_json(body),
-        params={**ref.key_params(), "command_id": str(command_id)},
-    )
+    request = prepare_request(command, ref, payload, command_id, caller)
     db = _db(conn)
     await db.execute(f"SAVEPOINT {SAVEPOINT}")
     try:

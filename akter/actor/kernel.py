@@ -136,6 +136,10 @@ class TurnOptions:
     #: the process's memory of actors, for optimistic (one round trip) turns; None: every turn
     #: takes two round trips
     cache: ActorCache | None = None
+    #: whether an optimistic turn may guess that an actor this process never saw is new (a
+    #: client's send to a new order); a relay's delivery, which mostly targets actors that
+    #: exist, is optimistic only on an actor it remembers
+    guess_new: bool = True
 
 
 def _encode_outcome(command: Command[Any, Any, Any], outcome: Outcome) -> bytes:
@@ -193,6 +197,26 @@ class _Request:
     params: dict[str, Any]
 
 
+def prepare_request(
+    command: Command[Any, Any, Any], ref: ActorRef, payload: object, command_id: CommandId, caller: Caller
+) -> _Request:
+    """The checks that need no database, in the order a caller meets them (the actor type, then
+    the access policy, then the payload), and the request they leave: hashed and capped."""
+    if ref.actor_type != command.actor.name:
+        raise InvalidInput(f"{command!r} cannot be sent to {ref}")
+    check_caller(command, caller)
+    body = limits.payload_within_cap(command, _payload_json(command, payload))
+    return _Request(
+        command=command,
+        ref=ref,
+        payload=payload,
+        caller=caller,
+        command_id=command_id,
+        payload_hash=codec.digest_json(body),
+        params={**ref.key_params(), "command_id": str(command_id)},
+    )
+
+
 @telemetry.traced_turn
 async def run_turn(  # noqa: PLR0917 -- the relay's delivery (akter/outbox) calls it positionally
     conn: psycopg.AsyncConnection[Any],
@@ -212,19 +236,7 @@ async def run_turn(  # noqa: PLR0917 -- the relay's delivery (akter/outbox) call
     has no receipt, and the turn may be optimistic (``_turn_optimistic``), which runs the
     handler before it could know of one. A retried or caller-chosen id is never optimistic: a
     known id replays its outcome and never runs the handler."""
-    if ref.actor_type != command.actor.name:
-        raise InvalidInput(f"{command!r} cannot be sent to {ref}")
-    check_caller(command, caller)
-    body = limits.payload_within_cap(command, _payload_json(command, payload))
-    request = _Request(
-        command=command,
-        ref=ref,
-        payload=payload,
-        caller=caller,
-        command_id=command_id,
-        payload_hash=codec.digest_json(body),
-        params={**ref.key_params(), "command_id": str(command_id)},
-    )
+    request = prepare_request(command, ref, payload, command_id, caller)
     deadline = time.monotonic() + options.busy_timeout.total_seconds()
     delay = 0.005
     while True:
@@ -363,36 +375,110 @@ async def _turn_optimistic(
     None when the turn must take two round trips: nothing remembered or guessed, a handler
     that read ``turn.now`` or raised (its outcome may depend on a state it did not really
     have: it runs again on the loaded one), a hook that needed the connection, or a check
-    that refused. Nothing has been written then."""
+    that refused. Nothing has been written then. A hook's own error is raised as in any turn.
+
+    A check that refuses only the clock estimate (the database clock moved: a test's clock, a
+    stepped server clock) says what the clock is; the hooks, whose due times came from the
+    estimate, prepare again on it and the batch goes once more, without running the handler
+    again: its outcome did not depend on the clock, as it did not read it."""
     cache = options.cache
-    if cache is None or faults.armed("turn.before_handler"):
+    ran = None if cache is None else await _run_on_memory(request, options, cache)
+    if cache is None or ran is None:
         return None
+    known, row, turn, outcome = ran
+    for _ in range(2):
+        prepared = await _prepare_optimistic(request, row, turn, outcome, options)
+        if prepared is None:
+            return None
+        write, record = prepared
+        try:
+            answers = await _send_optimistic(conn, request, known, row, write, record)
+        except psycopg.Error as exc:
+            if exc.sqlstate not in {queries.STALE, queries.CLOCK}:
+                raise
+            await _abandon(conn)
+            if exc.sqlstate == queries.STALE:
+                cache.stale(request.ref, known)
+                return None
+            cache.observe_clock(int(exc.diag.message_detail or 0))
+            now_ms = cache.now_ms() or 0
+            if request.command_id.expires_ms < now_ms:
+                return None  # the two-round-trip turn says CommandExpired
+            row = _remembered(known, now_ms)
+            continue
+        cache.hits += 1
+        cache.remember(request.ref, _after_write(known.version or 0, row, write, record))
+        for (_, _, answer), answered in zip(record._batched, answers, strict=True):
+            if answer is not None:
+                answer(answered)
+        return turn, record
+    cache.misses += 1
+    return None
+
+
+async def _run_on_memory(
+    request: _Request, options: TurnOptions, cache: ActorCache
+) -> tuple[Known, queries.Loaded, Turn[Any], Outcome] | None:
+    """The handler run on what the process remembers (or guesses) of the actor; None when
+    there is nothing to run it on, or when its run does not count (it read the clock, or
+    raised: the loaded state decides)."""
     now_ms = cache.now_ms()
-    known = cache.guess(request.ref)
-    if known is None or now_ms is None or request.command_id.expires_ms < now_ms:
+    known = cache.guess(request.ref, new=options.guess_new)
+    if known is None or now_ms is None or faults.armed("turn.before_handler"):
         return None
-    row = queries.Loaded(
-        known.event_seq, known.state, known.state_shape, None, None, None, None, now_ms, known.version
-    )
+    if request.command_id.expires_ms < now_ms:
+        return None
+    row = _remembered(known, now_ms)
     try:
         turn, outcome = await _handle(request, row)
-        if turn._now_read:
-            return None
-        write, record = _prepare_write(request, row, turn, outcome)
-        if isinstance(outcome, Success):
-            for hook in options.hooks:
-                await hook.before_commit(_NO_CONNECTION, turn, record)
     except Exception:
         return None
+    return None if turn._now_read else (known, row, turn, outcome)
+
+
+def _remembered(known: Known, now_ms: int) -> queries.Loaded:
+    """The row a load would have returned, were the memory right, at the estimated clock."""
+    return queries.Loaded(
+        known.event_seq, known.state, known.state_shape, None, None, None, None, now_ms, known.version
+    )
+
+
+async def _prepare_optimistic(
+    request: _Request, row: queries.Loaded, turn: Turn[Any], outcome: Outcome, options: TurnOptions
+) -> tuple[dict[str, Any], Committed] | None:
+    """The write and the record of an optimistic turn, the hooks' statements staged on it; None
+    when the write cannot be prepared from the remembered state (its size, a value that does not
+    store: the loaded state decides) or a hook needs the connection."""
+    try:
+        write, record = _prepare_write(request, row, turn, outcome)
+    except Exception:
+        return None
+    if isinstance(outcome, Success):
+        try:
+            for hook in options.hooks:
+                await hook.before_commit(_NO_CONNECTION, turn, record)
+        except _NeedsLock:
+            return None
+    return write, record
+
+
+async def _send_optimistic(  # noqa: PLR0917 -- the parts of one optimistic turn
+    conn: psycopg.AsyncConnection[Any],
+    request: _Request,
+    known: Known,
+    row: queries.Loaded,
+    write: dict[str, Any],
+    record: Committed,
+) -> list[tuple[Any, ...] | None]:
+    """The batch: ``BEGIN``, the check, the hooks' statements, the write, ``COMMIT`` (sent
+    apart when a test armed ``turn.before_commit``); the answers of the hooks' statements."""
     check = {
         **request.params,
         "version": known.version,
-        "state_md5": None
-        if known.state is None
-        else hashlib.md5(known.state, usedforsecurity=False).hexdigest(),
+        "state_md5": None if known.state is None else _md5(known.state),
         "shape": known.state_shape,
         "expires_ms": request.command_id.expires_ms,
-        "now_ms": now_ms,
+        "now_ms": row.now_ms,
         "behind_ms": BEHIND_MS,
     }
     cur = psycopg.AsyncClientCursor(conn)
@@ -403,27 +489,14 @@ async def _turn_optimistic(
         cur.mogrify(queries.write(len(record.events)), write),
     ]
     split = faults.armed("turn.before_commit")
-    statement = "BEGIN; " + "; ".join(parts) + ("" if split else "; COMMIT")
-    try:
-        await cur.execute(statement.encode())
-    except psycopg.Error as exc:
-        if exc.sqlstate != queries.STALE:
-            raise
-        await _abandon(conn)
-        cache.stale(request.ref, known)
-        return None
+    await cur.execute(("BEGIN; " + "; ".join(parts) + ("" if split else "; COMMIT")).encode())
     cur.nextset()  # BEGIN's result, then the check's
     cur.nextset()
     answers = await _answers(cur, batched)
     if split:
         await faults.hit("turn.before_commit", request.ref.actor_id, str(request.command_id))
         await conn.commit()
-    cache.hits += 1
-    cache.remember(request.ref, _after_write(known.version or 0, row, write, record))
-    for (_, _, answer), answered in zip(batched, answers, strict=True):
-        if answer is not None:
-            answer(answered)
-    return turn, record
+    return answers
 
 
 async def _load(

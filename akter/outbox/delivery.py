@@ -199,9 +199,12 @@ async def deliver(sender: Sender, settings: RelaySettings, row: Claimed, acks: A
         command, ref, payload, caller, command_id = _decode(sender, row)
         await faults.hit("relay.before_delivery", *ids)
         in_turn = _DeleteInTurn(row)
-        options = attrs.evolve(sender.options, hooks=(*sender.options.hooks, in_turn))
+        options = attrs.evolve(sender.options, hooks=(*sender.options.hooks, in_turn), guess_new=False)
         async with sender.pool.connection() as conn:
-            record = await run_turn(conn, command, ref, payload, command_id, caller, options)
+            # a first delivery's id has never reached the receiver, so its turn may be
+            # optimistic; a redelivery may find its receipt, which it replays without the handler
+            fresh = row.attempts == 1
+            record = await run_turn(conn, command, ref, payload, command_id, caller, options, fresh=fresh)
         await faults.hit("relay.before_delete", *ids)
     except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
         if isinstance(exc, psycopg_pool.PoolTimeout) or is_connection_lost(exc):

@@ -187,3 +187,19 @@ async def test_the_memory_is_bounded(database_url: str) -> None:
         assert cache.misses == 0
         # the oldest were forgotten: their next turn takes two round trips and is still right
         assert await client.actor(Counter, "c0", tenant="acme").send(add, Add(1)) == Success(2)
+
+
+async def test_a_clock_jump_corrects_the_estimate_without_running_the_handler_again(
+    database_url: str, peek: Peek, clock: testing.Clock
+) -> None:
+    async with akter.App([Counter], database_url=database_url).client() as client:
+        handle = client.actor(Counter, "c1", tenant="acme")
+        await handle.send(add, Add(1))
+        await clock.advance(timedelta(hours=5))
+        runs, hits = counter.RUNS["add"], _cache(client).hits
+        assert await handle.send(add, Add(1)) == Success(2)
+        # the check refused the estimate alone: the batch went again, the handler ran once
+        assert counter.RUNS["add"] == runs + 1
+        assert _cache(client).hits == hits + 1
+    lag = await peek.value("SELECT akter_now() - max(created_at) FROM actor_receipts")
+    assert lag < timedelta(minutes=1)
