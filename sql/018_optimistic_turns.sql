@@ -7,12 +7,13 @@
 --   BEGIN; CALL akter_turn_check(...); <the hooks' statements>; CALL akter_turn_write(...); COMMIT
 --
 -- akter_turn_check takes the actor's row lock first (lock-first, as every turn) and raises
--- SQLSTATE AKT01 unless what the process assumed still holds (AKT02 when only its clock estimate is off): the version it remembers (or, for
+-- SQLSTATE AKT01 unless what the process assumed still holds: the version it remembers (or, for
 -- an actor it never saw, that the actor does not exist yet), no receipt for this command id, an
 -- id that has not expired, and a clock estimate close behind akter_now(). An error ends the batch
 -- before anything is written; the kernel rolls back and runs the turn the two-round-trip way
 -- (akter_turn_load_versioned, below), which reports an expired id or replays a receipt as it
--- always did. So a wrong assumption costs a round trip, never a wrong turn.
+-- always did, and runs the handler again only when the state it loads is not the one the
+-- handler ran on. So a wrong assumption costs a round trip, never a wrong turn.
 
 -- akter_turn_load of sql/008 plus the actor's version, for the process's memory of the actor.
 -- sql/008's procedure stays, unchanged, for processes of the previous release.
@@ -112,8 +113,7 @@ BEGIN
     END IF;
     db_now_ms := (extract(epoch FROM akter_now()) * 1000)::bigint;
     IF p_now_ms > db_now_ms + 1 OR p_now_ms < db_now_ms - p_behind_ms THEN
-        -- the memory holds; only the estimate is off: the detail tells the clock
-        RAISE EXCEPTION 'akter: the clock estimate is off' USING ERRCODE = 'AKT02', DETAIL = db_now_ms::text;
+        RAISE EXCEPTION 'akter: the clock estimate is off' USING ERRCODE = 'AKT01';
     END IF;
     IF p_expires_ms < db_now_ms THEN
         RAISE EXCEPTION 'akter: the command id expired' USING ERRCODE = 'AKT01';

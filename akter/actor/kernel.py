@@ -237,12 +237,15 @@ async def run_turn(  # noqa: PLR0917 -- the relay's delivery (akter/outbox) call
     handler before it could know of one. A retried or caller-chosen id is never optimistic: a
     known id replays its outcome and never runs the handler."""
     request = prepare_request(command, ref, payload, command_id, caller)
+    prior: _Prior | None = None
     deadline = time.monotonic() + options.busy_timeout.total_seconds()
     delay = 0.005
     while True:
         try:
-            done = await _turn_optimistic(conn, request, options) if fresh else None
-            turn, record = done if done is not None else await _turn_once(conn, request, options)
+            done = None
+            if fresh:
+                done, prior = await _turn_optimistic(conn, request, options)
+            turn, record = done if done is not None else await _turn_once(conn, request, options, prior)
             break
         except BaseException as exc:
             # a retry takes the lock before it runs the handler again: however long the actor
@@ -283,7 +286,7 @@ async def _abandon(conn: psycopg.AsyncConnection[Any]) -> None:
 
 
 async def _turn_once(
-    conn: psycopg.AsyncConnection[Any], request: _Request, options: TurnOptions
+    conn: psycopg.AsyncConnection[Any], request: _Request, options: TurnOptions, prior: _Prior | None = None
 ) -> tuple[Turn[Any] | None, Committed]:
     """One attempt: lock and load, resolve the receipt, run the handler, write and commit.
     Whatever it raises leaves the transaction open for ``run_turn`` to roll back."""
@@ -304,7 +307,7 @@ async def _turn_once(
             cache.remember(request.ref, Known(row.version, row.event_seq, row.state, row.state_shape))
         return None, record
 
-    turn, outcome = await _handle(request, row)
+    turn, outcome = await _handled(request, row, prior)
     write, record = _prepare_write(request, row, turn, outcome)
     if isinstance(outcome, Success):
         # hooks write what the handler staged (outbox intents, workflow starts) in this
@@ -366,54 +369,58 @@ class _NoConnection:
 _NO_CONNECTION: Any = _NoConnection()
 
 
+@attrs.frozen
+class _Prior:
+    """A handler's run on the state this process remembered, whose write was not sent or was
+    refused: the two-round-trip turn uses its outcome when the state it loads is that state, so
+    the handler runs once whenever the memory was right (the check may have refused only the
+    version, the clock estimate or a hook's need for the connection)."""
+
+    known: Known
+    turn: Turn[Any]
+    outcome: Outcome
+
+    def holds_for(self, row: queries.Loaded) -> bool:
+        return row.state == self.known.state and row.state_shape == self.known.state_shape
+
+
 async def _turn_optimistic(
     conn: psycopg.AsyncConnection[Any], request: _Request, options: TurnOptions
-) -> tuple[Turn[Any] | None, Committed] | None:
+) -> tuple[tuple[Turn[Any] | None, Committed] | None, _Prior | None]:
     """One round trip on what this process remembers of the actor (``cache.py``): the handler
     runs on the remembered state first, then the row lock, the check that the memory holds
     (``queries.CHECK``), the hooks' statements and the write go in one batch with the commit.
-    None when the turn must take two round trips: nothing remembered or guessed, a handler
-    that read ``turn.now`` or raised (its outcome may depend on a state it did not really
-    have: it runs again on the loaded one), a hook that needed the connection, or a check
-    that refused. Nothing has been written then. A hook's own error is raised as in any turn.
 
-    A check that refuses only the clock estimate (the database clock moved: a test's clock, a
-    stepped server clock) says what the clock is; the hooks, whose due times came from the
-    estimate, prepare again on it and the batch goes once more, without running the handler
-    again: its outcome did not depend on the clock, as it did not read it."""
+    Returns what committed, or None when the turn must take two round trips — nothing
+    remembered or guessed, a handler that read ``turn.now`` or raised (its outcome may depend
+    on a state it did not really have: it runs again on the loaded one), a hook that needed the
+    connection, or a check that refused; nothing has been written then — with the handler's
+    run for the two-round-trip turn to reuse (``_Prior``). A hook's own error is raised as in
+    any turn."""
     cache = options.cache
     ran = None if cache is None else await _run_on_memory(request, options, cache)
     if cache is None or ran is None:
-        return None
+        return None, None
     known, row, turn, outcome = ran
-    for _ in range(2):
-        prepared = await _prepare_optimistic(request, row, turn, outcome, options)
-        if prepared is None:
-            return None
-        write, record = prepared
-        try:
-            answers = await _send_optimistic(conn, request, known, row, write, record)
-        except psycopg.Error as exc:
-            if exc.sqlstate not in {queries.STALE, queries.CLOCK}:
-                raise
-            await _abandon(conn)
-            if exc.sqlstate == queries.STALE:
-                cache.stale(request.ref, known)
-                return None
-            cache.observe_clock(int(exc.diag.message_detail or 0))
-            now_ms = cache.now_ms() or 0
-            if request.command_id.expires_ms < now_ms:
-                return None  # the two-round-trip turn says CommandExpired
-            row = _remembered(known, now_ms)
-            continue
-        cache.hits += 1
-        cache.remember(request.ref, _after_write(known.version or 0, row, write, record))
-        for (_, _, answer), answered in zip(record._batched, answers, strict=True):
-            if answer is not None:
-                answer(answered)
-        return turn, record
-    cache.misses += 1
-    return None
+    prior = _Prior(known, turn, outcome)
+    prepared = await _prepare_optimistic(request, row, turn, outcome, options)
+    if prepared is None:
+        return None, prior
+    write, record = prepared
+    try:
+        answers = await _send_optimistic(conn, request, known, row, write, record)
+    except psycopg.Error as exc:
+        if exc.sqlstate != queries.STALE:
+            raise
+        await _abandon(conn)
+        cache.stale(request.ref, known)
+        return None, prior
+    cache.hits += 1
+    cache.remember(request.ref, _after_write(known.version or 0, row, write, record))
+    for (_, _, answer), answered in zip(record._batched, answers, strict=True):
+        if answer is not None:
+            answer(answered)
+    return (turn, record), prior
 
 
 async def _run_on_memory(
@@ -530,6 +537,16 @@ async def _answers(
         rows.append(await cur.fetchone() if cur.description is not None else None)
         cur.nextset()
     return rows
+
+
+async def _handled(request: _Request, row: queries.Loaded, prior: _Prior | None) -> tuple[Turn[Any], Outcome]:
+    """The handler's run on the loaded state: the optimistic run's, when it ran on this very
+    state (its outcome stands, on the clock the lock read: the handler did not read the clock,
+    the hooks do), else a run now."""
+    if prior is not None and prior.holds_for(row):
+        prior.turn._now = datetime.fromtimestamp(row.now_ms / 1000, tz=UTC)
+        return prior.turn, prior.outcome
+    return await _handle(request, row)
 
 
 async def _handle(request: _Request, row: queries.Loaded) -> tuple[Turn[Any], Outcome]:

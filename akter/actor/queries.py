@@ -39,8 +39,6 @@ CHECK: LiteralString = (
     " %(expires_ms)s, %(now_ms)s, %(behind_ms)s)"
 )
 STALE = "AKT01"
-#: the check refused only the clock estimate; the error's detail is ``akter_now()`` in ms
-CLOCK = "AKT02"
 
 
 class Loaded(NamedTuple):
