@@ -213,10 +213,13 @@ class WorkflowActorHandle(ActorHandle[S]):
             except Exception as exc:
                 raise InvalidInput(f"the key function of {workflow!r} raised {exc!r}") from exc
             ExecutionId(self.ref, workflow.name, check_execution_key(key))
-        cid = CommandId.parse(command_id) if command_id is not None else self._sender.mint_command_id()
+        given = CommandId.parse(command_id) if command_id is not None else None
         if workflow.key is None:
-            ExecutionId(self.ref, workflow.name, str(cid))
-        record = await self._sender.send(self.ref, workflow.start_command, payload, cid, self.caller)
+            # an execution id from this id (or one like the id the send will mint) fits
+            ExecutionId(self.ref, workflow.name, str(given or self._sender.mint_command_id()))
+        # an id not given is minted by the send itself, which mints it again if the database
+        # clock has moved past it, and may take the turn in one round trip (a fresh id)
+        record = await self._sender.send(self.ref, workflow.start_command, payload, given, self.caller)
         return Run(
             self._sender,
             self._results,

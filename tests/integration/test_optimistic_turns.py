@@ -229,3 +229,18 @@ async def test_a_stale_version_over_the_same_state_reuses_the_run_and_numbers_ev
         (2, True),
         (3, True),
     ]
+
+
+async def test_a_start_after_the_clock_jumped_past_the_retry_window_goes_through(
+    database_url: str, clock: testing.Clock
+) -> None:
+    from tests.apps import flows
+
+    async with flows.make_app(database_url).client() as client:
+        handle = client.actor(flows.Flows, "f1", tenant="acme")
+        await handle.start(flows.Settle, flows.Job("first", seconds=600))
+        await clock.advance(timedelta(hours=25))
+        # the process's clock estimate is a day behind: the start's id is minted by the send,
+        # which mints it again when the database finds it expired
+        run = await handle.start(flows.Settle, flows.Job("second", seconds=600))
+        assert (await run.poll()).status in {"running", "suspended"}
