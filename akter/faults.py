@@ -33,6 +33,7 @@ POINTS = frozenset(
         "relay.after_claim",
         "relay.before_delivery",
         "relay.before_delete",
+        "workflow.before_pass",
         "workflow.before_activity",
         "workflow.before_settle",
         "workflow.before_suspend",
