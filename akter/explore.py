@@ -6,7 +6,8 @@ it reaches each fault point of ``POINTS`` — and then, for every (point, n), a 
 the same input that is crashed at the n-th time it reaches that point: the runner that holds it
 is dropped there (its relay stopped with the pass still blocked at the point, so nothing after
 the point is written — the database is left exactly as a process killed there would leave it)
-and a runner of a fresh App, on the same database, takes the execution over and finishes it.
+and another App's runner — a new relay, so a new activation and generation — takes the
+execution over and finishes it.
 Sleeps, deadlines and the recovery timer a dead runner leaves behind are skipped, not waited
 for: when nothing is due, the database clock is set to the execution's next timer.
 
@@ -22,8 +23,11 @@ read before each clock jump and at the end of each runner — because skipping a
 receipts and the relay's retention deletes them: a count taken only at the end would lose them.
 
 Every run uses its own actor (``<actor_id>~<n>``), so runs do not see each other's executions;
-runs go one at a time (they share the database clock, and a probe counts globally). All the
-explorer's own reads and clock moves go through one connection.
+runs go one at a time (they share the database clock, and a probe counts globally). Two Apps
+are started once and swap roles run by run — the one that finished run n crashes run n + 1 —
+so a run costs two relays, not two engines; the explorer's own reads and clock moves go through
+one connection. (Each App's runner outlives its relays, but what it remembers is about earlier
+runs' actors, whose executions have finished.)
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from returns.result import Failure
 from akter import faults
 from akter.errors import ActivityOutcomeUnknown, ConfigurationError
 from akter.faults import Pause
+from akter.ids import CommandId
 
 if TYPE_CHECKING:
     from akter.actor.declare import Actor
@@ -65,7 +70,9 @@ Receipt = tuple[str, str, str, str]
 _RECEIPTS_SINCE = """
 SELECT tenant, actor_type, actor_id, command_id FROM actor_receipts
  WHERE created_at >= %s AND (tenant, actor_type, actor_id) <> (%s, %s, %s)"""
-_NOW = "SELECT akter_now()"
+_NOW = """
+SELECT akter_now(), (extract(epoch FROM akter_now()) * 1000)::bigint,
+       (extract(epoch FROM retry_window) * 1000)::bigint FROM actor_deployment"""
 _EXECUTION = "SELECT status FROM actor_workflow_executions WHERE execution_id = %s"
 _NEXT_TIMER = "SELECT min(due_at), akter_now() FROM actor_outbox WHERE timer_key = 'wf:' || %s"
 _PENDING = """
@@ -203,18 +210,38 @@ class _Explorer:
         self.tenant, self.probe, self.timeout = tenant, probe, timeout
         self.runs = 0
         self.conn: psycopg.AsyncConnection[Any] | None = None
+        #: two Apps started once: each run is crashed in one and finished in the other
+        self.apps: tuple[App, App] | None = None
         # the run going on: its actor, when it began on the database clock, the receipts seen
         self._run_actor = ""
         self._since: datetime | None = None
         self._seen: set[Receipt] = set()
+        self._start_id = ""
 
     async def __aenter__(self) -> _Explorer:
         self.conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+        try:
+            self.apps = (_fresh(self.actors, self.url), _fresh(self.actors, self.url))
+            for app in self.apps:
+                await app.start()
+        except BaseException:
+            await self.__aexit__()
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        for app in self.apps or ():
+            await app.close()
         if self.conn is not None:
             await self.conn.close()
+
+    def _app(self, finishing: bool) -> App:
+        """The App whose new relay runs the crashed runner of this run, or the finishing one.
+        Roles alternate run by run, so the finisher is never the App that crashed the run; the
+        runner state an App keeps between relays is of earlier runs' actors, all finished."""
+        if self.apps is None:  # pragma: no cover -- only used inside ``async with``
+            raise RuntimeError("the explorer is not started")
+        return self.apps[(self.runs + finishing) % 2]
 
     async def _rows(self, sql: Any, *params: Any) -> list[tuple[Any, ...]]:
         if self.conn is None:  # pragma: no cover -- only used inside ``async with``
@@ -236,7 +263,11 @@ class _Explorer:
         began = asyncio.get_running_loop().time()
         actor_id = self._run_actor = f"{self.actor_id}~{self.runs}"
         now = await self._one(_NOW)
-        self._since, self._seen = (now[0] if now else None), set()
+        if now is None:
+            raise ConfigurationError("actor_deployment is empty; the database was not migrated by akter")
+        self._since, self._seen = now[0], set()
+        # the start's id, on the database clock: an App's estimate of it lags behind a jump
+        self._start_id = str(CommandId.mint(now[1], now[2]))
         counters = {
             p: _Counter(point=p, match=actor_id, once=False, crash_at=hit if p == point else 0)
             for p in POINTS
@@ -271,11 +302,11 @@ class _Explorer:
     async def _first_runner(self, actor_id: str, crash: _Counter | None) -> tuple[str, Any]:
         """Start the execution and run it to the end: its outcome. ``_Crashed`` (the execution
         id and where) when it reached the crash: the runner is dropped there."""
-        app = _fresh(self.actors, self.url)
+        app = self._app(finishing=False)
         async with app.relay() as relay, app.client() as client:
             await relay.idle()  # it owns its buckets: the start's first pass is handed to it
             start = client.actor(self.actor, actor_id, tenant=self.tenant).start
-            run = await start(self.workflow, self.payload)
+            run = await start(self.workflow, self.payload, command_id=self._start_id)
             eid = run.execution_id
             stuck = await self._drive(relay, eid, crash)
             if stuck is True and crash is not None:
@@ -299,7 +330,7 @@ class _Explorer:
 
     async def _finish(self, eid: str) -> Any:
         """A fresh runner finishes the execution; its outcome, or why it could not."""
-        app = _fresh(self.actors, self.url)
+        app = self._app(finishing=True)
         async with app.relay() as relay, app.client() as client:
             stuck = await self._drive(relay, eid, None)
             if stuck:
