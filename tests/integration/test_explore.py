@@ -12,6 +12,7 @@ The last test kills a real relay process after a resume turn committed and befor
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -25,6 +26,7 @@ from tests.apps import explored
 from tests.apps.explored import Paid, Payment
 from tests.apps.relay_procs import RelayProcess
 from tests.integration.conftest import Peek
+from tests.integration.test_readme import README, _example
 from tests.integration.workflow_support import until
 
 
@@ -153,6 +155,34 @@ async def test_the_explorer_fixture_explores_on_the_tests_database(
     assert explorer.database_url == database_url
     assert explorer.reports == [report]
     assert [run.step for run, _ in report.problems] == ["charge#1 attempt 1"]
+
+
+async def test_the_readme_shows_the_table_the_explorer_prints_for_a_charge_without_a_key(
+    explorer: Explorer,
+) -> None:
+    section = re.search(r"## Testing your own actors\n(.*?)\n## ", README.read_text(), re.S)
+    assert section is not None, "the README lost its testing section"
+    shown = re.findall(r"^ *# ((?:point|workflow\.).*)$", section.group(1), re.M)
+    assert len(shown) == 8, shown
+    app = explored.make_app(explorer.database_url)
+    report = await explorer(
+        app, explored.Shop, "shop-1", explored.Pay, Payment("o1", card="naive"), probe=_charges_made
+    )
+    assert report.text().splitlines()[1:] == shown
+
+
+async def test_the_readme_worked_example_is_exactly_once_at_every_boundary(explorer: Explorer) -> None:
+    ex = _example()
+    report = await explorer(akter.App([ex.Shop]), ex.Shop, "shop-1", ex.Ship, ex.Order(id="o-1", qty=2))
+    # nobody pays: the day-long wait ends at its deadline, skipped on the clock
+    assert report.baseline.outcome == Success(ex.Shipped(order="o-1", paid=None))
+    assert report.baseline.hits == {
+        "workflow.before_pass": 3,
+        "workflow.before_activity": 1,
+        "workflow.before_settle": 1,
+        "workflow.before_suspend": 2,
+    }
+    report.assert_exactly_once()
 
 
 @pytest.mark.slow
