@@ -36,6 +36,9 @@ duplicated, lost or changed an effect::
 
     report = await akter.testing.explore(app, Shop, "shop-1", Pay, Payment(...), probe=count)
     report.assert_exactly_once()
+
+The pytest plugin (``akter.pytest_plugin``) offers it as the ``explorer`` fixture, on the test's
+fresh database: ``report = await explorer(app, Shop, "shop-1", Pay, Payment(...))``.
 """
 
 from __future__ import annotations
