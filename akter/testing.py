@@ -53,7 +53,7 @@ import psycopg
 
 from akter import faults
 from akter.errors import InvalidExecutionId
-from akter.explore import ExploreReport, explore
+from akter.explore import Explorer, ExploreReport, explore
 from akter.faults import POINTS, Crash, Pause
 from akter.workflow import history_file, manifest, replay_read
 from akter.workflow.history_file import History
@@ -69,6 +69,7 @@ __all__ = [
     "Clock",
     "Crash",
     "ExploreReport",
+    "Explorer",
     "History",
     "Pause",
     "ReplayReport",

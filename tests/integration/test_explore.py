@@ -21,7 +21,7 @@ from returns.result import Success
 
 import akter
 from akter import testing
-from akter.explore import Explorer
+from akter.testing import Explorer
 from tests.apps import explored
 from tests.apps.explored import Paid, Payment
 from tests.apps.relay_procs import RelayProcess
