@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import sys
+import types
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -95,12 +97,27 @@ class _Counter(Pause):
     ``crash_at``-th (0: never) — the runner there is then dropped."""
 
     crash_at: int = 0
+    #: the attempt the crash stopped in, when it was one (``name#n attempt k``)
+    attempt: str | None = None
 
     async def _block(self) -> None:
         self.hits += 1
         if self.hits == self.crash_at:
+            self.attempt = _attempt_here()
             self._reached.set()
             await self._released.wait()  # never released: the pass dies here when dropped
+
+
+def _attempt_here() -> str | None:
+    """The activity attempt whose coroutine is reaching the fault point, read from the await
+    chain: with branches running side by side, the database alone cannot say which of two
+    pending attempts got there."""
+    frame: types.FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "_attempt" and {"key", "attempt"} <= frame.f_locals.keys():
+            return f"{frame.f_locals['key']} attempt {frame.f_locals['attempt']}"
+        frame = frame.f_back
+    return None
 
 
 @attrs.frozen
@@ -325,6 +342,8 @@ class _Explorer:
         if crash.point == "workflow.before_suspend":
             row = await self._one(_LAST_SETTLED, eid)
             return None if row is None else f"after {_key(row)}"
+        if crash.attempt is not None:
+            return crash.attempt
         row = await self._one(_PENDING, eid)
         return None if row is None else f"{_key(row)} attempt {row[3]}"
 

@@ -12,6 +12,7 @@ a command sent under the attempt's derived id. ``card`` chooses how the charge i
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 import attrs
@@ -161,6 +162,38 @@ async def rounds(wf: akter.WorkflowContext, payment: Payment) -> Paid:
 
     entries = await first.run(quick(), slow())
     return Paid(order=payment.order, entries=entries)
+
+
+# ---- two activities side by side (akter.all) --------------------------------------------------
+
+Split = Shop.workflow("Split", input=Payment, output=Paid)
+left = Split.activity("left", success=int)
+right = Split.activity("right", success=int)
+#: per execution: set once ``left`` made its effect; ``right`` makes its own after that, so the
+#: two reach each boundary in one order (a barrier, not a sleep)
+LEFT_DONE: dict[str, asyncio.Event] = {}
+
+
+def _left_done() -> asyncio.Event:
+    return LEFT_DONE.setdefault(akter.activity_context().execution_id, asyncio.Event())
+
+
+async def left_effect(ledger_id: str, payment: Payment) -> int:
+    done = await effect(ledger_id, payment, "left", True)
+    _left_done().set()
+    return done
+
+
+async def right_effect(ledger_id: str, payment: Payment) -> int:
+    await _left_done().wait()
+    return await effect(ledger_id, payment, "right", False)
+
+
+@Split.body
+async def split(wf: akter.WorkflowContext, payment: Payment) -> Paid:
+    ledger_id = f"ledger-{wf.ref.actor_id}"
+    a, b = await akter.all(left(left_effect, ledger_id, payment), right(right_effect, ledger_id, payment))
+    return Paid(order=payment.order, entries=a + b)
 
 
 #: for ``akter relay tests.apps.explored:app`` (the database from AKTER_DATABASE_URL)
