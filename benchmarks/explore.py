@@ -29,6 +29,7 @@ import os
 import platform
 import resource
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -95,6 +96,9 @@ def main() -> None:
     args = parser.parse_args()
 
     load = [round(x, 2) for x in os.getloadavg()]
+    revision = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+    ).stdout.strip()
     explorers = [("current", current)]
     if args.explorer:
         explorers.append(("compared", _load(args.explorer)))
@@ -119,6 +123,7 @@ def main() -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({
+        "revision": revision,
         "server_version": version,
         "python": platform.python_version(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cpus",
