@@ -48,6 +48,7 @@ from akter import faults
 from akter.errors import ActivityOutcomeUnknown, ConfigurationError
 from akter.faults import Pause
 from akter.ids import CommandId
+from akter.outbox.queries import LIVE_MEMBERS
 
 if TYPE_CHECKING:
     from akter.actor.declare import Actor
@@ -238,6 +239,7 @@ class _Explorer:
     async def __aenter__(self) -> _Explorer:
         self.conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
         try:
+            await self._alone()
             self.apps = (_fresh(self.actors, self.url), _fresh(self.actors, self.url))
             for app in self.apps:
                 await app.start()
@@ -251,6 +253,17 @@ class _Explorer:
             await app.close()
         if self.conn is not None:
             await self.conn.close()
+
+    async def _alone(self) -> None:
+        """``ConfigurationError`` when another relay is live on the database: it would own some
+        of the buckets, and a crash could land in a relay the explorer cannot drop."""
+        live = [row[0] for row in await self._rows(LIVE_MEMBERS)]
+        if live:
+            raise ConfigurationError(
+                f"explore needs the database's relays to itself, and {len(live)} relay(s) are "
+                f"live on it ({', '.join(live)}): a crash could land in one it cannot drop. Stop "
+                "them, or explore on a database of its own (the explorer fixture gives one)"
+            )
 
     def _app(self, finishing: bool) -> App:
         """The App whose new relay runs the crashed runner of this run, or the finishing one.

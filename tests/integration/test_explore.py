@@ -201,6 +201,15 @@ async def test_the_readme_worked_example_is_exactly_once_at_every_boundary(explo
     report.assert_exactly_once()
 
 
+async def test_the_explorer_refuses_a_database_where_another_relay_runs(explorer: Explorer) -> None:
+    app = explored.make_app(explorer.database_url)
+    async with app.relay() as relay:
+        await relay.idle()
+        with pytest.raises(akter.ConfigurationError, match=r"1 relay\(s\) are live on it \(" + relay.member):
+            await explorer(app, explored.Shop, "busy", explored.Pay, Payment("o9"))
+    assert explorer.reports == []
+
+
 @pytest.mark.slow
 async def test_a_relay_killed_after_a_resume_turn_committed_is_finished_once_by_a_fresh_runner(
     database_url: str, peek: Peek, clock: testing.Clock
