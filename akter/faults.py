@@ -12,6 +12,13 @@ Each entry is ``point=crash`` with an optional ``@id`` that must equal one of th
 the point (an actor id, an execution id, an intent id). A crash is ``SIGKILL`` to the process
 itself: no ``finally`` block, no atexit handler, no orderly rollback — the database sees a dead
 connection, exactly as after a power cut.
+
+The workflow points, in the order a pass meets them: ``workflow.before_pass`` (a start or resume
+turn committed and handed its execution to this process's runner; the pass has loaded nothing
+— after a resume, this is "after a resume turn's commit"), ``workflow.before_activity`` (an
+attempt written pending, its work not begun), ``workflow.before_settle`` (the work done, its
+outcome not recorded), ``workflow.before_suspend`` (every branch parked, the suspension not
+written). Each is passed the actor id and the execution id.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ POINTS = frozenset(
         "relay.after_claim",
         "relay.before_delivery",
         "relay.before_delete",
+        "workflow.before_pass",
         "workflow.before_activity",
         "workflow.before_settle",
         "workflow.before_suspend",

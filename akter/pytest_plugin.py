@@ -15,7 +15,8 @@ Per test, ``database_url`` copies that template into ``akter_t_<16 hex>`` (a fil
 faster than migrating) and drops it afterwards. Tests under ``tests/integration/`` are marked
 ``integration`` automatically.
 
-Fixtures: ``admin_url`` (session), ``template_database`` (session), ``database_url`` (function).
+Fixtures: ``admin_url`` (session), ``template_database`` (session), ``database_url`` (function),
+``explorer`` (function: the crash-point explorer on ``database_url``, ``akter.explore.Explorer``).
 
 Every test also checks, when it ends, that no connection akter opened outside a pool (a relay's
 heartbeat, listener or release connection: ``akter.store.connections``) is still open: a test
@@ -29,12 +30,15 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import psycopg
 import pytest
 from psycopg import sql
 from psycopg.rows import TupleRow
+
+if TYPE_CHECKING:
+    from akter.explore import Explorer
 
 ENV_TEST_DATABASE_URL: Final = "AKTER_TEST_DATABASE_URL"
 ENV_TEST_DATA_DIR: Final = "AKTER_TEST_DATA_DIR"
@@ -145,6 +149,21 @@ def database_url(admin_url: str, template_database: str) -> Iterator[str]:
         # outcome is already decided, and the next test must not inherit a busy server.
         with _admin(admin_url) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def explorer(database_url: str) -> Explorer:
+    """The crash-point explorer on this test's fresh database::
+
+        async def test_pay_survives_every_crash(explorer):
+            report = await explorer(app, Shop, "shop-1", Pay, Payment("o1"), probe=provider.count)
+            report.assert_exactly_once()
+
+    The App names the actor types; the exploration runs on ``database_url`` whatever database
+    the App itself is configured with."""
+    from akter.explore import Explorer
+
+    return Explorer(database_url)
 
 
 def _embedded_data_dir(config: pytest.Config) -> Path:

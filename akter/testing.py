@@ -36,6 +36,9 @@ duplicated, lost or changed an effect::
 
     report = await akter.testing.explore(app, Shop, "shop-1", Pay, Payment(...), probe=count)
     report.assert_exactly_once()
+
+The pytest plugin (``akter.pytest_plugin``) offers it as the ``explorer`` fixture, on the test's
+fresh database: ``report = await explorer(app, Shop, "shop-1", Pay, Payment(...))``.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ import psycopg
 
 from akter import faults
 from akter.errors import InvalidExecutionId
-from akter.explore import ExploreReport, explore
+from akter.explore import Explorer, ExploreReport, explore
 from akter.faults import POINTS, Crash, Pause
 from akter.workflow import history_file, manifest, replay_read
 from akter.workflow.history_file import History
@@ -66,6 +69,7 @@ __all__ = [
     "Clock",
     "Crash",
     "ExploreReport",
+    "Explorer",
     "History",
     "Pause",
     "ReplayReport",
@@ -83,16 +87,26 @@ __all__ = [
 class Clock:
     """Moves the database clock of one database (every connection, every process)."""
 
-    def __init__(self, database_url: str) -> None:
+    def __init__(self, database_url: str, *, conn: psycopg.AsyncConnection[Any] | None = None) -> None:
         self.database_url = database_url
+        #: an autocommit connection to use instead of a new one per call (it stays open)
+        self.conn = conn
 
     async def _exec(self, sql: LiteralString, params: tuple[object, ...] = ()) -> datetime:
+        if self.conn is not None:
+            return await self._on(self.conn, sql, params)
         async with await psycopg.AsyncConnection.connect(self.database_url, autocommit=True) as conn:
-            if sql:
-                await conn.execute(sql, params)
-                # workers waiting on a timer re-read their due rows (see akter.outbox)
-                await conn.execute("NOTIFY akter_wake")
-            row = await (await conn.execute("SELECT akter_now()")).fetchone()
+            return await self._on(conn, sql, params)
+
+    @staticmethod
+    async def _on(
+        conn: psycopg.AsyncConnection[Any], sql: LiteralString, params: tuple[object, ...]
+    ) -> datetime:
+        if sql:
+            await conn.execute(sql, params)
+            # workers waiting on a timer re-read their due rows (see akter.outbox)
+            await conn.execute("NOTIFY akter_wake")
+        row = await (await conn.execute("SELECT akter_now()")).fetchone()
         if row is None:  # pragma: no cover - a SELECT without FROM always returns one row
             raise AssertionError("SELECT akter_now() returned no row")
         now: datetime = row[0]

@@ -252,6 +252,7 @@ class Pass:
                 self.driver.close()
 
     async def _run(self) -> None:
+        await faults.hit("workflow.before_pass", self.ref.actor_id, str(self.eid))
         loaded = self.head is None
         if self.head is not None:
             rows = [self.head]
