@@ -155,7 +155,7 @@ INSERT INTO actor_outbox
 SELECT i, 't', 'Shop', 'a-' || i, 'i-' || i, (i %% 256) - 128,
        CASE WHEN i %% 50 = 0 THEN akter_now() - interval '1 minute'
             WHEN i %% 97 = 0 THEN akter_parked_due()
-            ELSE akter_now() + i * interval '1 second' END,
+            ELSE akter_now() + interval '1 day' + i * interval '1 second' END,
        'Shop', 'a', 'c', '\\x00', '\\x00', akter_now(),
        CASE WHEN i %% 97 = 0 AND i %% 50 <> 0 THEN akter_now() END,
        CASE WHEN i %% 97 = 0 AND i %% 50 <> 0 THEN 'test' END
