@@ -11,20 +11,31 @@ Trace context travels with the work: ``carrier()`` is the current W3C ``tracepar
 only, never baggage: invariant 11), and ``joined(stored)`` makes it current again where the work
 resumes, in whichever process. A shared utility: it imports no layer; the layers wrap their own
 functions with the decorators below, each reading only plain attributes of its arguments.
+
+What the database holds (executions by status, the outbox's backlog per bucket range, parked
+intents) is reported by observable gauges once a process asks for it with
+``observe_database(url)``: a few index-backed reads, at most once per ``every`` seconds however
+often the metrics are collected (``DatabaseGauges``).
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
+import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, LiteralString, ParamSpec, TypeVar
 
+import attrs
+import psycopg
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, propagate, trace
+from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.metrics import _internal as _metrics_internal
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
@@ -39,6 +50,7 @@ _UNKNOWN = object()
 
 tracer = trace.get_tracer(NAME)
 meter = metrics.get_meter(NAME)
+log = logging.getLogger("akter.telemetry")
 
 
 def active() -> bool:
@@ -73,9 +85,19 @@ HISTOGRAMS: dict[str, tuple[str, str]] = {
     "akter.delivery.duration": ("s", "Time to deliver one intent as the receiver's turn"),
     "akter.workflow.pass.duration": ("s", "Time a workflow pass spends driving an execution"),
     "akter.activity.attempt.duration": ("s", "Time one activity attempt runs"),
+    "akter.delivery.lag": ("s", "Time from an intent's due time to the end of its delivery"),
 }
+#: seconds, from a millisecond to a day: the advisory boundaries of every duration histogram (the
+#: SDK's default ones are meant for milliseconds and would put every turn in the first bucket)
+DURATION_BUCKETS = (
+    *(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+    *(30.0, 60.0, 300.0, 900.0, 3600.0, 21600.0, 86400.0),
+)
 counters = {n: meter.create_counter(n, unit=u, description=d) for n, (u, d) in COUNTERS.items()}
-histograms = {n: meter.create_histogram(n, unit=u, description=d) for n, (u, d) in HISTOGRAMS.items()}
+histograms = {
+    n: meter.create_histogram(n, unit=u, description=d, explicit_bucket_boundaries_advisory=DURATION_BUCKETS)
+    for n, (u, d) in HISTOGRAMS.items()
+}
 
 
 # ---- trace context that travels with the work ----------------------------------------------------
@@ -209,13 +231,16 @@ def traced_turn(fn: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any
 
 def traced_delivery(fn: Callable[P, Awaitable[bool]]) -> Callable[P, Coroutine[Any, Any, bool]]:
     """For the relay's ``deliver(sender, settings, row, acks)``: the delivery joins the trace
-    stored with the intent, and the receiver's turn is its child."""
+    stored with the intent, and the receiver's turn is its child. The row's ``late_ms`` (how long
+    it had been due when the relay claimed it, on the database clock) plus the delivery's own
+    time is its lag."""
 
     @functools.wraps(fn)
     async def run(*args: P.args, **kwargs: P.kwargs) -> bool:
         if not active():
             return await fn(*args, **kwargs)
         row = args[2]
+        started = time.perf_counter()
         attempt = int(getattr(row, "attempts", 0))
         command, target = str(getattr(row, "command", "")), str(getattr(row, "target_type", ""))
         attributes: Labels = {
@@ -225,6 +250,7 @@ def traced_delivery(fn: Callable[P, Awaitable[bool]]) -> Callable[P, Coroutine[A
             "akter.command": command,
             "akter.target.type": target,
         }
+        late_ms = getattr(row, "late_ms", None)
         with (
             joined(getattr(row, "trace_context", None)),
             _work(
@@ -238,41 +264,105 @@ def traced_delivery(fn: Callable[P, Awaitable[bool]]) -> Callable[P, Coroutine[A
                 kind=SpanKind.CONSUMER,
             ) as labels,
         ):
-            done = await fn(*args, **kwargs)
-            labels["akter.delivery.result"] = "delivered" if done else "retried"
-            if attempt > 1:
-                counters["akter.delivery.retries"].add(
-                    1, {"akter.delivery.result": labels["akter.delivery.result"]}
-                )
-            return done
+            try:
+                done = await fn(*args, **kwargs)
+                labels["akter.delivery.result"] = "delivered" if done else "retried"
+                if attempt > 1:
+                    counters["akter.delivery.retries"].add(
+                        1, {"akter.delivery.result": labels["akter.delivery.result"]}
+                    )
+                return done
+            finally:
+                if isinstance(late_ms, int):
+                    lag = max(0.0, late_ms / 1000) + (time.perf_counter() - started)
+                    trace.get_current_span().set_attribute("akter.delivery.lag", lag)
+                    histograms["akter.delivery.lag"].record(lag, dict(labels))
 
     return run
 
 
+# ---- workflow passes: what each one ended in ------------------------------------------------------
+
+#: the end of the pass running in this task, filled in by the wrappers of what ends it
+_PASS_END: ContextVar[Labels | None] = ContextVar("akter_pass_end", default=None)
+#: the longest blocked reason a span carries (the full text is on the execution's row)
+MAX_REASON_CHARS = 500
+
+
+def pass_ended(result: str, attributes: Labels | None = None) -> None:
+    """Record what the current pass ended in (``akter.pass.result``) and the attributes that say
+    more, for its span. For the engine's own ends of a pass; a no-op outside a traced pass."""
+    end = _PASS_END.get()
+    if end is not None:
+        end.clear()
+        end["akter.pass.result"] = result
+        end.update(attributes or {})
+
+
 def traced_pass(fn: Callable[..., Awaitable[R]]) -> Callable[..., Coroutine[Any, Any, R]]:
-    """For a workflow ``Pass`` method ``_drive(self, workflow)``: one pass over one execution."""
+    """For ``Pass.run(self)``: one pass over one execution, from its load to how it ended —
+    ``suspended`` (on what, until when), ``finished`` (with the outcome), ``blocked`` (with the
+    reason), ``fenced`` (another activation took the actor), ``failed`` (raised), or ``returned``
+    (nothing to run: the execution was finished or gone)."""
 
     @functools.wraps(fn)
-    async def run(self: Any, workflow: Any, *args: Any, **kwargs: Any) -> R:
+    async def run(self: Any, *args: Any, **kwargs: Any) -> R:
         if not active():
-            return await fn(self, workflow, *args, **kwargs)
-        name = str(getattr(workflow, "name", "?"))
+            return await fn(self, *args, **kwargs)
+        eid = getattr(self, "eid", None)
+        name = str(getattr(eid, "workflow", "?"))
         attributes: Labels = {
-            "akter.execution.id": str(getattr(self, "eid", "")),
+            "akter.execution.id": str(eid or ""),
             "akter.workflow": name,
             "akter.actor.type": str(getattr(getattr(self, "ref", None), "actor_type", "")),
         }
-        with _work(
-            f"akter.pass {name}",
-            attributes,
-            result="akter.pass.result",
-            failed="failed",
-            labels={"akter.workflow": name},
-            metric="akter.workflow.passes",
-        ) as labels:
-            value = await fn(self, workflow, *args, **kwargs)
-            labels["akter.pass.result"] = "returned"
-            return value
+        end: Labels = {}
+        token = _PASS_END.set(end)
+        try:
+            with _work(
+                f"akter.pass {name}",
+                attributes,
+                result="akter.pass.result",
+                failed="failed",
+                labels={"akter.workflow": name},
+                metric="akter.workflow.passes",
+            ) as labels:
+                value = await fn(self, *args, **kwargs)
+                if getattr(self, "stale", False):
+                    end.clear()
+                    end["akter.pass.result"] = "fenced"
+                labels["akter.pass.result"] = end.pop("akter.pass.result", "returned")
+                trace.get_current_span().set_attributes(end)
+                return value
+        finally:
+            _PASS_END.reset(token)
+
+    return run
+
+
+def traced_outcome(fn: Callable[P, tuple[str, R]]) -> Callable[P, tuple[str, R]]:
+    """For ``Pass._result(self, workflow, final)`` → ``(outcome, exit)``: the pass finishes the
+    execution with that outcome."""
+
+    @functools.wraps(fn)
+    def result(*args: P.args, **kwargs: P.kwargs) -> tuple[str, R]:
+        value = fn(*args, **kwargs)
+        pass_ended("finished", {"akter.execution.outcome": value[0]})
+        return value
+
+    return result
+
+
+def traced_blocked(fn: Callable[..., Awaitable[R]]) -> Callable[..., Coroutine[Any, Any, R]]:
+    """For ``Pass._leave_blocked(self, reasons)``: the pass leaves the execution suspended for a
+    compatible runner, and says why."""
+
+    @functools.wraps(fn)
+    async def run(self: Any, reasons: list[str], *args: Any, **kwargs: Any) -> R:
+        if active():
+            reason = "; ".join(reasons)[:MAX_REASON_CHARS]
+            pass_ended("blocked", {"akter.pass.blocked_reason": reason})
+        return await fn(self, reasons, *args, **kwargs)
 
     return run
 
@@ -310,6 +400,32 @@ def traced_attempt(fn: Callable[..., Awaitable[R]]) -> Callable[..., Coroutine[A
     return run
 
 
+def parked_on(pass_: Any) -> Labels:
+    """What a pass's branches are parked on when it suspends: the step occurrences
+    (``akter.suspend.steps``, as ``cool-off#1``), their kinds (``clock``: a sleep, ``wait``: an
+    event, ``activity``: a retry's backoff) and the event types waited for. Read from the
+    driver's fibers by attribute name (this module imports no layer)."""
+    steps: list[str] = []
+    kinds: set[str] = set()
+    events: set[str] = set()
+    for fiber in getattr(getattr(pass_, "driver", None), "fibers", ()):
+        effect, key = getattr(fiber, "blocked", None), getattr(fiber, "blocked_key", None)
+        if getattr(fiber, "done", True) or effect is None or key is None:
+            continue
+        if getattr(fiber, "owned_join", None) is not None:
+            continue  # a race or an all: its branches are the fibers that park
+        step = getattr(effect, "step", None)
+        kinds.add(str(getattr(step, "kind", type(effect).__name__.lower())))
+        steps.append(str(key))
+        event = getattr(step, "event", None)
+        if getattr(step, "kind", None) == "wait" and isinstance(event, type):
+            events.add(event.__name__)
+    detail: Labels = {"akter.suspend.steps": steps, "akter.suspend.kinds": sorted(kinds)}
+    if events:
+        detail["akter.suspend.events"] = sorted(events)
+    return detail
+
+
 def traced_suspend(fn: Callable[..., Awaitable[bool]]) -> Callable[..., Coroutine[Any, Any, bool]]:
     """For ``Pass._suspend(self, due_ms)``: until when, and on what the execution waits."""
 
@@ -318,9 +434,14 @@ def traced_suspend(fn: Callable[..., Awaitable[bool]]) -> Callable[..., Coroutin
         if not active():
             return await fn(self, due_ms, *args, **kwargs)
         on = "timer" if due_ms is not None else "event"
-        attributes: Labels = {"akter.execution.id": str(getattr(self, "eid", "")), "akter.suspend.on": on}
+        detail: Labels = {"akter.suspend.on": on}
         if due_ms is not None:
-            attributes["akter.suspend.until"] = datetime.fromtimestamp(due_ms / 1000, tz=UTC).isoformat()
+            detail["akter.suspend.until"] = datetime.fromtimestamp(due_ms / 1000, tz=UTC).isoformat()
+        try:
+            detail |= parked_on(self)
+        except Exception:  # pragma: no cover - a renamed driver internal: the span goes without
+            log.debug("cannot tell what the pass of %s is parked on", getattr(self, "eid", ""), exc_info=True)
+        attributes: Labels = {"akter.execution.id": str(getattr(self, "eid", "")), **detail}
         with _work(
             "akter.suspend", attributes, result="akter.suspend.suspended", failed=False, labels={}
         ) as labels:
@@ -328,6 +449,188 @@ def traced_suspend(fn: Callable[..., Awaitable[bool]]) -> Callable[..., Coroutin
             labels["akter.suspend.suspended"] = done
             if done:
                 counters["akter.workflow.suspensions"].add(1, {"akter.suspend.on": on})
+                pass_ended("suspended", detail)
             return done
 
     return run
+
+
+# ---- what the database holds: observable gauges ----------------------------------------------------
+
+#: name: (unit, description); each one documented in docs/observability.md
+GAUGES: dict[str, tuple[str, str]] = {
+    "akter.workflow.execution.count": ("{execution}", "Open executions, by their stored status"),
+    "akter.workflow.execution.blocked": ("{execution}", "Open executions a runner left blocked"),
+    "akter.workflow.execution.needs_attention": (
+        "{execution}",
+        "Executions waiting for an operator (status needs_attention)",
+    ),
+    "akter.outbox.depth": ("{intent}", "Outbox intents due and not yet claimed, by bucket range"),
+    "akter.outbox.oldest_due.age": ("s", "How long the oldest due intent has waited, by bucket range"),
+    "akter.outbox.parked": ("{intent}", "Intents the relay parked as undeliverable"),
+}
+
+# Each read is served by an index, whatever the size of the history (EXPLAIN in
+# tests/integration/test_telemetry_gauges.py): open executions by the partial indexes of sql/003
+# and sql/012 (finished rows are not in them), blocked ones by sql/012's, parked intents by
+# sql/007's; the backlog by one bounded range of actor_outbox_due (bucket, due_at) per bucket,
+# stopped at ``cap`` rows, so a pile-up costs at most 256 * cap index entries.
+EXECUTIONS_BY_STATUS: LiteralString = (
+    "SELECT status, count(*) FROM actor_workflow_executions WHERE status <> 'finished' GROUP BY status"
+)
+BLOCKED: LiteralString = (
+    "SELECT count(*) FROM actor_workflow_executions WHERE blocked_reason IS NOT NULL AND status <> 'finished'"
+)
+PARKED: LiteralString = "SELECT count(*) FROM actor_outbox WHERE parked_at IS NOT NULL"
+BACKLOG: LiteralString = """
+SELECT (b.bucket + 128) / %(width)s AS range, sum(d.n)::bigint AS depth,
+       extract(epoch FROM akter_now() - min(d.oldest))::float8 AS oldest_age
+  FROM generate_series(-128, 127) AS b(bucket)
+ CROSS JOIN LATERAL (
+       SELECT count(*) AS n, min(x.due_at) AS oldest
+         FROM (SELECT o.due_at FROM actor_outbox o
+                WHERE o.bucket = b.bucket::smallint AND o.due_at <= akter_now()
+                ORDER BY o.due_at LIMIT %(cap)s) x) d
+ GROUP BY 1 ORDER BY 1"""
+
+
+@attrs.frozen
+class Snapshot:
+    """One reading of the database, as the gauges report it."""
+
+    #: open executions by stored status (``running``, ``suspended``, and whatever statuses later
+    #: migrations add); finished history is counted by the pass and turn counters instead
+    executions: dict[str, int]
+    blocked: int
+    #: bucket range (``"-128..-113"``) → (due intents, counted up to ``cap`` per bucket; seconds
+    #: the oldest of them has waited, ``None`` when none is due)
+    backlog: dict[str, tuple[int, float | None]]
+    parked: int
+
+    @property
+    def needs_attention(self) -> int:
+        return self.executions.get("needs_attention", 0)
+
+
+class DatabaseGauges:
+    """The database readings behind the gauges, refreshed at most once every ``every`` seconds:
+    a collection that comes sooner (every exporter, every scrape, every gauge of one collection)
+    reports the cached reading. A read that fails (the database is away, a statement ran past
+    ``timeout`` seconds) reports nothing until the next interval, and is logged; it never raises
+    into the exporter. ``ranges`` groups the 256 buckets into that many equal ranges; ``clock``
+    (seconds, monotonic) measures the interval."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        every: float = 15.0,
+        ranges: int = 16,
+        cap: int = 1000,
+        timeout: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if ranges not in (1, 2, 4, 8, 16, 32, 64, 128, 256):
+            raise ValueError(f"ranges must be a power of two up to 256, not {ranges}")
+        self.url = url
+        self.every = every
+        self.width = 256 // ranges
+        self.cap = cap
+        self.timeout = timeout
+        self.clock = clock
+        #: how many times the database was read (what the caching saves shows here)
+        self.reads = 0
+        self._lock = threading.Lock()
+        self._at: float | None = None
+        self._snapshot: Snapshot | None = None
+
+    def range_name(self, index: int) -> str:
+        low = index * self.width - 128
+        return f"{low}..{low + self.width - 1}"
+
+    def read(self) -> Snapshot:
+        """Read the database now, in one read-only transaction."""
+        self.reads += 1
+        ms = int(self.timeout * 1000)
+        wait = max(1, int(self.timeout))
+        with psycopg.connect(self.url, connect_timeout=wait, application_name="akter gauges") as conn:
+            conn.read_only = True
+            conn.execute("SELECT set_config('statement_timeout', %s, true)", (str(ms),))
+            executions = {str(s): int(n) for s, n in conn.execute(EXECUTIONS_BY_STATUS).fetchall()}
+            blocked = conn.execute(BLOCKED).fetchone()
+            parked = conn.execute(PARKED).fetchone()
+            rows = conn.execute(BACKLOG, {"width": self.width, "cap": self.cap}).fetchall()
+        return Snapshot(
+            executions=executions,
+            blocked=int(blocked[0]) if blocked else 0,
+            backlog={
+                self.range_name(int(r)): (int(n), None if age is None else max(0.0, float(age)))
+                for r, n, age in rows
+            },
+            parked=int(parked[0]) if parked else 0,
+        )
+
+    def snapshot(self) -> Snapshot | None:
+        """The cached reading, read again once it is older than ``every``."""
+        with self._lock:
+            now = self.clock()
+            if self._at is None or now - self._at >= self.every:
+                self._at = now
+                try:
+                    self._snapshot = self.read()
+                except (psycopg.Error, OSError) as exc:
+                    self._snapshot = None
+                    log.warning("akter gauges: cannot read the database: %s", exc)
+            return self._snapshot
+
+    def close(self) -> None:
+        """Stop reporting (the gauges go silent for this database)."""
+        with _SOURCES_LOCK:
+            if self in _SOURCES:
+                _SOURCES.remove(self)
+
+
+_SOURCES: list[DatabaseGauges] = []
+_SOURCES_LOCK = threading.Lock()
+
+
+def observe_database(url: str, **settings: Any) -> DatabaseGauges:
+    """Report the gauges of ``GAUGES`` for the database at ``url`` from this process (settings:
+    those of ``DatabaseGauges``). Every process that calls it reports the same database-wide
+    values: call it in one (a relay, say), or aggregate the series with max, never sum."""
+    source = DatabaseGauges(url, **settings)
+    with _SOURCES_LOCK:
+        _SOURCES.append(source)
+    return source
+
+
+def _observations(pick: Callable[[Snapshot, DatabaseGauges], Iterable[tuple[float, Labels]]]) -> Any:
+    def callback(_options: CallbackOptions) -> Iterable[Observation]:
+        with _SOURCES_LOCK:
+            sources = list(_SOURCES)
+        found = []
+        for source in sources:
+            snapshot = source.snapshot()
+            if snapshot is not None:
+                found += [Observation(value, labels) for value, labels in pick(snapshot, source)]
+        return found
+
+    return callback
+
+
+_PICK: dict[str, Callable[[Snapshot, DatabaseGauges], Iterable[tuple[float, Labels]]]] = {
+    "akter.workflow.execution.count": lambda s, _: [
+        (n, {"akter.execution.status": status}) for status, n in sorted(s.executions.items())
+    ],
+    "akter.workflow.execution.blocked": lambda s, _: [(s.blocked, {})],
+    "akter.workflow.execution.needs_attention": lambda s, _: [(s.needs_attention, {})],
+    "akter.outbox.depth": lambda s, _: [(n, {"akter.outbox.buckets": r}) for r, (n, _) in s.backlog.items()],
+    "akter.outbox.oldest_due.age": lambda s, _: [
+        (age, {"akter.outbox.buckets": r}) for r, (_, age) in s.backlog.items() if age is not None
+    ],
+    "akter.outbox.parked": lambda s, _: [(s.parked, {})],
+}
+gauges = {
+    n: meter.create_observable_gauge(n, callbacks=[_observations(_PICK[n])], unit=u, description=d)
+    for n, (u, d) in GAUGES.items()
+}

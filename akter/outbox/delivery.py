@@ -72,6 +72,8 @@ class Claimed:
     token: uuid.UUID
     #: the trace the intent was staged in (``akter.telemetry.carrier``), or None
     trace_context: str | None = None
+    #: how long it had been due when claimed (ms, database clock): the start of its lag
+    late_ms: int | None = None
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...], token: uuid.UUID) -> Claimed:
@@ -89,6 +91,7 @@ class Claimed:
             caller,
             attempts,
             trace,
+            late_ms,
         ) = row
         return cls(
             sender=ActorRef(tenant=tenant, actor_type=actor_type, actor_id=actor_id),
@@ -102,6 +105,7 @@ class Claimed:
             attempts=attempts,
             token=token,
             trace_context=trace,
+            late_ms=late_ms,
         )
 
     def claim_params(self) -> dict[str, Any]:

@@ -66,13 +66,13 @@ NOTIFY: LiteralString = "SELECT pg_notify('akter_outbox', %(bucket_text)s)"
 # the claimed row's columns (all NULL when nothing was claimed).
 CLAIM: LiteralString = """
 WITH due AS (
-    SELECT * FROM (SELECT routing_key, tenant, actor_type, actor_id, intent_id
+    SELECT * FROM (SELECT routing_key, tenant, actor_type, actor_id, intent_id, due_at
                      FROM actor_outbox
                     WHERE bucket = ANY(%(head)s::smallint[]) AND due_at <= akter_now()
                     LIMIT %(limit)s
                       FOR UPDATE SKIP LOCKED) AS h
     UNION ALL
-    SELECT * FROM (SELECT routing_key, tenant, actor_type, actor_id, intent_id
+    SELECT * FROM (SELECT routing_key, tenant, actor_type, actor_id, intent_id, due_at
                      FROM actor_outbox
                     WHERE bucket = ANY(%(tail)s::smallint[]) AND due_at <= akter_now()
                     LIMIT %(limit)s
@@ -87,7 +87,8 @@ WITH due AS (
        AND o.actor_type = due.actor_type AND o.actor_id = due.actor_id
        AND o.intent_id = due.intent_id
     RETURNING o.routing_key, o.tenant, o.actor_type, o.actor_id, o.intent_id, o.timer_key,
-              o.target_type, o.target_id, o.command, o.payload, o.caller, o.attempts, o.trace_context
+              o.target_type, o.target_id, o.command, o.payload, o.caller, o.attempts, o.trace_context,
+              (extract(epoch FROM akter_now() - due.due_at) * 1000)::bigint AS late_ms
 )
 SELECT n.next_ms, c.*
   FROM (SELECT CASE WHEN %(probe)s AND NOT EXISTS (SELECT 1 FROM claimed) THEN

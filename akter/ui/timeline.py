@@ -1,6 +1,8 @@
-"""One execution as a horizontal timeline: a lane per step occurrence, a bar per attempt placed
-on the execution's own time axis (its start to its end, or to now, or to its pending timer when
-that is later), and a sentence saying why it waits. Pure: it lays out an ``ExecutionView``."""
+"""One execution's timeline (``akter.operate.timeline``) laid out horizontally: a lane per step
+occurrence, a bar per attempt placed on the execution's own time axis (its start to its end, or
+to now, or to its pending timer when that is later). Pure: it places what ``read_timeline``
+read; the words (why it waits, what each attempt did) are the operate layer's and
+``akter inspect``'s."""
 
 from __future__ import annotations
 
@@ -8,10 +10,10 @@ from datetime import datetime, timedelta
 
 import attrs
 
-from akter.inspect.decode import Shown, iso_time, one_line
-from akter.inspect.render import step_line, when
-from akter.inspect.views import ExecutionView, StepView
-from akter.workflow.driver import StepKey
+from akter.inspect.decode import Shown, iso_time
+from akter.inspect.render import step_line
+from akter.inspect.views import StepView
+from akter.operate.timeline import Entry, Timeline
 
 #: the narrowest bar drawn, in percent of the axis, so an instant attempt stays visible
 MIN_WIDTH = 0.6
@@ -46,8 +48,6 @@ class Layout:
     lanes: list[Lane]
     #: the execution's pending timer on the axis, in percent (``None`` when there is none)
     timer: float | None
-    waiting: str
-    live: bool
 
     @property
     def span(self) -> str:
@@ -55,69 +55,48 @@ class Layout:
         return f"{seconds:.1f}s" if seconds < 120 else f"{seconds / 60:.1f}min"
 
 
-def why_waiting(view: ExecutionView) -> str:
-    """What the execution is doing, in the words of ``akter inspect``."""
-    now = view.now
-    if view.status == "finished":
-        result = f": {view.result.text}" if view.result is not None else ""
-        return f"finished {view.outcome or ''} {when(view.finished_at or now, now)}{result}".strip()
-    if view.blocked_reason:
-        return f"blocked: {one_line(view.blocked_reason)}"
-    head = "interrupt requested; " if view.interrupt else ""
-    pending = [s for s in view.steps if s.pending]
-    if pending:
-        step = pending[-1]
-        if step.kind == "clock" and step.due_at is not None:
-            return f"{head}sleeping until {when(step.due_at, now)}"
-        return head + step_line(step, now).split(": ", 1)[-1]
-    if view.timer is not None:
-        return f"{head}{view.status}, next pass due {when(view.timer.due_at, now)}"
-    return f"{head}{view.status}"
-
-
 def _position(ts: datetime, start: datetime, total: float) -> float:
     return max(0.0, min(100.0, (ts - start).total_seconds() / total * 100))
 
 
-def _bar(step: StepView, start: datetime, total: float, now: datetime) -> Bar:
-    end = step.settled_at or now
-    left = _position(step.started_at, start, total)
-    width = max(MIN_WIDTH, _position(end, start, total) - left)
-    label = step.exit.text if step.exit is not None else "pending"
-    times = f"started {iso_time(step.started_at)}"
-    if step.settled_at is not None:
-        times += f", settled {iso_time(step.settled_at)} after {(step.settled_at - step.started_at)}"
+def _bar(entry: Entry, step: StepView, start: datetime, total: float, now: datetime) -> Bar:
+    left = _position(entry.started_at, start, total)
+    width = max(MIN_WIDTH, _position(entry.settled_at or now, start, total) - left)
+    label = entry.exit.text if entry.exit is not None else f"pending: {entry.pending}"
+    times = f"started {iso_time(entry.started_at)}"
+    if entry.settled_at is not None:
+        times += f", settled {iso_time(entry.settled_at)} after {entry.duration}"
     return Bar(
-        attempt=step.attempt,
-        kind=step.kind,
+        attempt=entry.attempt,
+        kind=entry.kind,
         left=round(left, 2),
         width=round(min(width, 100 - left) if left < 100 else MIN_WIDTH, 2),
-        pending=step.pending,
-        exit=step.exit,
+        pending=entry.exit is None,
+        exit=entry.exit,
         label=label,
         title=f"{step_line(step, now)} ({times})",
     )
 
 
-def lay_out(view: ExecutionView) -> Layout:
-    now = view.now
+def lay_out(t: Timeline) -> Layout:
+    view, now = t.view, t.now
     start = view.started_at
     end = view.finished_at or now
-    dues = [s.due_at for s in view.steps if s.pending and s.due_at is not None]
-    if view.timer is not None and view.status != "finished":
-        dues.append(view.timer.due_at)
+    dues = [e.due_at for e in t.entries if e.exit is None and e.due_at is not None]
+    open_timer = view.timer if view.status != "finished" else None
+    if open_timer is not None:
+        dues.append(open_timer.due_at)
     end = max([end, *dues])
     total = max((end - start).total_seconds(), timedelta(milliseconds=1).total_seconds())
-    lanes: dict[StepKey, list[StepView]] = {}
-    for step in view.steps:
-        lanes.setdefault(StepKey(step.step, step.scope, step.occurrence), []).append(step)
+    lanes: dict[str, list[tuple[Entry, StepView]]] = {}
+    # the entries are the view's steps, one for one, in the same order
+    for entry, step in zip(t.entries, view.steps, strict=True):
+        lanes.setdefault(entry.step, []).append((entry, step))
     laid = []
-    for key, attempts in lanes.items():
-        last = attempts[-1]
-        due = _position(last.due_at, start, total) if last.due_at is not None else None
-        bars = [_bar(s, start, total, now) for s in attempts]
-        laid.append(Lane(str(key), last.kind, bars, None if due is None else round(due, 2)))
-    timer = None
-    if view.timer is not None and view.status != "finished":
-        timer = round(_position(view.timer.due_at, start, total), 2)
-    return Layout(start, end, laid, timer, why_waiting(view), live=view.status != "finished")
+    for name, attempts in lanes.items():
+        last = attempts[-1][0]
+        due = None if last.due_at is None else round(_position(last.due_at, start, total), 2)
+        bars = [_bar(entry, step, start, total, now) for entry, step in attempts]
+        laid.append(Lane(name, last.kind, bars, due))
+    timer = None if open_timer is None else round(_position(open_timer.due_at, start, total), 2)
+    return Layout(start, end, laid, timer)

@@ -235,6 +235,7 @@ class Pass:
 
     # ---- the pass ---------------------------------------------------------------------------
 
+    @telemetry.traced_pass
     async def run(self) -> None:
         try:
             await self._run()
@@ -308,6 +309,7 @@ class Pass:
         except CorruptRecord as exc:
             await self._leave_blocked([f"recorded history does not decode: {exc}"])
 
+    @telemetry.traced_blocked
     async def _leave_blocked(self, reasons: list[str]) -> None:
         reason = "; ".join(reasons)
         log.warning(
@@ -318,7 +320,6 @@ class Pass:
         due = datetime.fromtimestamp(self.now_ms() / 1000, tz=UTC) + self.runner.recheck
         await self._fenced_now(queries.LEAVE_BLOCKED, {"reason": reason, "due": due})
 
-    @telemetry.traced_pass
     async def _drive(self, workflow: Workflow[Any, Any]) -> None:  # noqa: PLR0912 -- the pass's states, in order
         driver = self._driver()
         backoff = 0.0
@@ -702,6 +703,7 @@ class Pass:
             extra=logs.fields(execution=self.eid),
         )
 
+    @telemetry.traced_outcome
     def _result(self, workflow: Workflow[Any, Any], final: Ok | Raise) -> tuple[str, dict[str, Any]]:
         """The execution's outcome column and result exit."""
         if isinstance(final, Ok):

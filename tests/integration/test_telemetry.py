@@ -9,51 +9,28 @@ process would read (checked through a second connection)."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from returns.result import Success
 
 from akter import demo, telemetry, testing
 from tests.apps.relay_procs import RelayProcess
 from tests.integration.conftest import Peek
-from tests.integration.workflow_support import quiet
-
-EXPORTER = InMemorySpanExporter()
-READER = InMemoryMetricReader()
+from tests.integration.otel_support import EXPORTER, install, metric_points, parent_chain
+from tests.integration.workflow_support import quiet, until
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _sdk() -> None:
-    """The SDK, set once per process (OpenTelemetry allows one global provider)."""
-    if not isinstance(trace.get_tracer_provider(), TracerProvider):
-        provider = TracerProvider()
-        provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
-        trace.set_tracer_provider(provider)
-        from opentelemetry import metrics
-
-        metrics.set_meter_provider(MeterProvider(metric_readers=[READER]))
+    install()
 
 
 @pytest.fixture(autouse=True)
 def _fresh() -> None:
     EXPORTER.clear()
-
-
-def parent_chain(span: ReadableSpan, by_id: dict[int, ReadableSpan]) -> list[str]:
-    names = []
-    parent = span.parent
-    while parent is not None and parent.span_id in by_id:
-        up = by_id[parent.span_id]
-        names.append(up.name)
-        parent = up.parent
-    return names
 
 
 async def test_a_run_is_one_trace_rooted_in_the_client_span(database_url: str, peek: Peek) -> None:
@@ -133,24 +110,9 @@ async def test_a_run_is_one_trace_rooted_in_the_client_span(database_url: str, p
     assert recorded[("akter.workflow.suspensions", (("akter.suspend.on", "timer"),))] >= 1
 
 
-def metric_points() -> dict[tuple[str, tuple[tuple[str, object], ...]], float]:
-    """Counter sums (and histogram counts) by instrument and attributes, from the SDK's reader."""
-    data = READER.get_metrics_data()
-    assert data is not None
-    points: dict[tuple[str, tuple[tuple[str, object], ...]], float] = {}
-    for resource in data.resource_metrics:
-        for scope in resource.scope_metrics:
-            for metric in scope.metrics:
-                for point in metric.data.data_points:
-                    value = getattr(point, "value", None)
-                    count = value if value is not None else getattr(point, "count", 0)
-                    points[(metric.name, tuple(sorted((point.attributes or {}).items())))] = count
-    return points
-
-
 def test_every_instrument_is_documented() -> None:
     text = (Path(__file__).resolve().parents[2] / "docs" / "observability.md").read_text()
-    for name, (unit, _) in {**telemetry.COUNTERS, **telemetry.HISTOGRAMS}.items():
+    for name, (unit, _) in {**telemetry.COUNTERS, **telemetry.HISTOGRAMS, **telemetry.GAUGES}.items():
         assert f"| `{name}` |" in text, name
         assert f"| `{unit}` |" in text, unit
 
@@ -197,3 +159,134 @@ async def test_a_relay_in_another_process_joins_the_trace_the_client_started(
     for name in ("akter.pass Fulfil", "akter.activity reserve", "akter.activity ship", "akter.suspend"):
         assert name in names, names
     assert "akter.turn DemoWarehouse.reserve_stock" in names
+
+
+# ---- what a pass ended in --------------------------------------------------------------------
+
+
+def _passes(execution_id: str) -> list[dict[str, object]]:
+    """The attributes of each finished pass span of one execution, in the order they ended."""
+    return [
+        dict(s.attributes or {})
+        for s in EXPORTER.get_finished_spans()
+        if s.name.startswith("akter.pass ") and (s.attributes or {}).get("akter.execution.id") == execution_id
+    ]
+
+
+async def test_each_pass_span_says_what_the_pass_ended_in(database_url: str, peek: Peek) -> None:
+    app = demo.make_app(database_url)
+    clock = testing.Clock(database_url)
+    async with app.relay() as relay, app.client() as client:
+        orders = client.actor(demo.DemoShop, "shop-1", tenant="demo")
+        paid = await orders.start(
+            demo.Fulfil, demo.Order("order-1", "warehouse-1", demo.SKU, qty=1, amount_cents=900)
+        )
+        late = await orders.start(
+            demo.Fulfil,
+            demo.Order("order-2", "warehouse-1", demo.SKU, qty=1, amount_cents=100, payment_window_s=5),
+        )
+        await quiet(app, relay)
+        await clock.advance(demo.COOL_OFF * 2)
+        await quiet(app, relay)
+        # both wait for their payment, each with its deadline's timer armed
+        waiting = _passes(paid.execution_id)[-1]
+        assert waiting["akter.pass.result"] == "suspended"
+        assert waiting["akter.suspend.on"] == "timer"
+        assert waiting["akter.suspend.steps"] == ("payment#1",)
+        assert waiting["akter.suspend.kinds"] == ("wait",)
+        assert waiting["akter.suspend.events"] == ("PaymentReceived",)
+        due = await peek.value(
+            "SELECT due_at FROM actor_outbox WHERE timer_key = 'wf:' || %s", paid.execution_id
+        )
+        assert waiting["akter.suspend.until"] == due.isoformat()
+        await orders.send(demo.pay, demo.Pay(order="order-1", amount_cents=900))
+        assert isinstance(await paid.result(timeout=20), Success)
+        await clock.advance(timedelta(hours=1))  # order-2's window closes: it fails, an hour late
+        assert (await late.result(timeout=20)).failure().order == "order-2"
+        await quiet(app, relay)
+
+    finished = _passes(paid.execution_id)[-1]
+    assert finished["akter.pass.result"] == "finished"
+    assert finished["akter.execution.outcome"] == "succeeded"
+    assert _passes(late.execution_id)[-1]["akter.execution.outcome"] == "failed"
+    # the timer of order-2's deadline was delivered an hour after it was due
+    resumes = [
+        s
+        for s in EXPORTER.get_finished_spans()
+        if s.name == "akter.deliver DemoShop.akter.wf.resume" and s.attributes is not None
+    ]
+    lags = [float(s.attributes["akter.delivery.lag"]) for s in resumes if s.attributes]
+    assert max(lags) >= 3000, lags
+    points = metric_points()
+    lag = points[("akter.delivery.lag", (("akter.delivery.result", "delivered"),))]
+    assert lag >= len(resumes)
+    assert (
+        points[("akter.workflow.passes", (("akter.pass.result", "finished"), ("akter.workflow", "Fulfil")))]
+        >= 2
+    )
+    assert (
+        points[("akter.workflow.passes", (("akter.pass.result", "suspended"), ("akter.workflow", "Fulfil")))]
+        >= 2
+    )
+
+
+async def test_a_pass_that_cannot_run_the_execution_says_why_it_left_it_blocked(
+    database_url: str, peek: Peek
+) -> None:
+    app = demo.make_app(database_url)
+    async with app.relay() as relay, app.client() as client:
+        orders = client.actor(demo.DemoShop, "shop-1", tenant="demo")
+        run = await orders.start(
+            demo.Fulfil, demo.Order("order-1", "warehouse-1", demo.SKU, qty=1, amount_cents=9)
+        )
+        await quiet(app, relay)
+        await peek.conn.execute(
+            "UPDATE actor_workflow_executions"
+            " SET payload = '\\x00'::bytea || convert_to('{\"id\": 7}', 'UTF8') WHERE execution_id = %s",
+            (run.execution_id,),
+        )
+        await testing.Clock(database_url).advance(timedelta(hours=1))
+        await until(lambda: _blocked(peek, run.execution_id), bool)
+        await quiet(app, relay)
+    blocked = _passes(run.execution_id)[-1]
+    assert blocked["akter.pass.result"] == "blocked"
+    assert str(blocked["akter.pass.blocked_reason"]).startswith(
+        "the execution's stored input does not decode"
+    )
+
+
+async def _blocked(peek: Peek, execution_id: str) -> bool:
+    reason = await peek.value(
+        "SELECT blocked_reason FROM actor_workflow_executions WHERE execution_id = %s", execution_id
+    )
+    return reason is not None
+
+
+async def test_a_pass_whose_generation_was_taken_ends_fenced_not_failed(
+    database_url: str, peek: Peek
+) -> None:
+    app = demo.make_app(database_url)
+    async with app.relay() as relay, app.client() as client:
+        orders = client.actor(demo.DemoShop, "shop-9", tenant="demo")
+        suspending = testing.pause("workflow.before_suspend", match="shop-9")
+        run = await orders.start(
+            demo.Fulfil, demo.Order("order-9", "warehouse-1", demo.SKU, qty=1, amount_cents=9)
+        )
+        await suspending.reached()  # the first pass is about to suspend on the cool-off or the wait
+        taken = await peek.value(
+            "UPDATE actor_generations SET generation = generation + 1 WHERE actor_id = 'shop-9' RETURNING 1"
+        )
+        assert taken == 1
+        suspending.release()
+        await until(lambda: _ended(run.execution_id), bool)
+        await quiet(app, relay)
+    fenced = next(p for p in _passes(run.execution_id) if p["akter.pass.result"] == "fenced")
+    span = next(
+        s for s in EXPORTER.get_finished_spans() if (s.attributes or {}).get("akter.pass.result") == "fenced"
+    )
+    assert span.status.status_code != trace.StatusCode.ERROR  # a lost race is not a failure
+    assert fenced["akter.execution.id"] == run.execution_id
+
+
+async def _ended(execution_id: str) -> bool:
+    return bool(_passes(execution_id))

@@ -141,15 +141,16 @@ async def test_the_list_shows_the_executions_and_a_click_opens_a_timeline(
     await page.wait_for_url(f"**/executions/{stored.shipped}")
     lanes = await page.locator("#timeline .lane").evaluate_all("ls => ls.map(l => l.dataset.step)")
     assert lanes == ["reserve#1", "cool-off#1", "payment#1", "ship#1"]
-    assert "finished succeeded" in await page.locator("#why").inner_text()
+    assert "finished: succeeded" in await page.locator("#why").inner_text()
     payment = await page.locator('#timeline .lane[data-step="payment#1"] .bar').get_attribute("title")
     assert "matched event #1 PaymentReceived(order='order-1', amount_cents=5000)" in (payment or "")
     await screenshot(page, "timeline-finished")
 
     # a filter narrows the list and its counts
-    await page.goto(page_url + "?status=attention")
+    await page.goto(page_url + "?outcome=failed")
     assert await page.locator("#executions tr.row").count() == 1
     assert "Executions (1)" in await page.locator("#counts h2").inner_text()
+    assert await page.locator("#executions tr.row").get_attribute("data-execution") == stored.overdue
 
 
 async def test_a_waiting_execution_says_why_and_its_timeline_advances_without_a_reload(
@@ -172,12 +173,75 @@ async def test_a_waiting_execution_says_why_and_its_timeline_advances_without_a_
         assert isinstance(await orders.run(demo.Fulfil, stored.waiting).result(timeout=20), Success)
         await quiet(app, relay)
 
-    await page.locator("#why", has_text="finished succeeded").wait_for()
+    await page.locator("#why", has_text="finished: succeeded").wait_for()
     assert await page.evaluate("window.notReloaded") is True  # the same document, updated in place
     assert await page.locator('#timeline .lane[data-step="ship#1"]').count() == 1
     assert "pending" not in (await bar.get_attribute("class") or "")
     assert await page.locator("#live > div").get_attribute("data-live") == "false"  # polling stops
     await screenshot(page, "timeline-live-finished")
+
+
+async def _shown_ids(page: Any) -> list[str]:
+    return await page.locator("#executions tr.row").evaluate_all("rs => rs.map(r => r.dataset.execution)")
+
+
+async def test_the_list_pages_through_the_executions_newest_first_behind_a_cursor(
+    stored: Stored, page_url: str, browser: Any
+) -> None:
+    page = browser
+    await page.goto(page_url + "?workflow=Fulfil&limit=2")
+    first = await _shown_ids(page)
+    assert first == [stored.waiting, stored.overdue]  # the newest two
+    assert await page.locator("#first").count() == 0
+    assert "Executions (3)" in await page.locator("#counts h2").inner_text()  # counts are of the filter
+    await screenshot(page, "executions-page-1")
+    await page.locator("#next").click()
+    await page.wait_for_url("**after=**")
+    assert "workflow=Fulfil" in page.url  # the filter travels with the cursor
+    assert await _shown_ids(page) == [stored.shipped]
+    assert await page.locator("#next").count() == 0  # the last page
+    await page.locator("#first").click()
+    await page.wait_for_url("**limit=2")
+    assert await _shown_ids(page) == first
+    # a cursor that is not one is a page that says so, not a crash
+    response = await page.goto(page_url + "?after=not-a-cursor")
+    assert response.status == 400
+    assert "is not a cursor" in await page.locator("#problem").inner_text()
+
+
+async def test_undeliverable_intents_and_executions_needing_attention_are_on_top(
+    stored: Stored, page_url: str, browser: Any, peek: Peek
+) -> None:
+    parked = await peek.value(
+        "INSERT INTO actor_outbox (routing_key, tenant, actor_type, actor_id, intent_id, bucket, due_at,"
+        " target_type, target_id, command, payload, caller, created_at, attempts, last_error, parked_at,"
+        " parked_reason)"
+        " SELECT routing_key, tenant, actor_type, actor_id, regexp_replace(intent_id, '[^.]+$', 'parked0'),"
+        " bucket, akter_parked_due(), 'DemoWarehouse', 'warehouse-9', 'restock', payload, caller, created_at,"
+        " 25, 'UndeliverableIntent: DemoWarehouse declares no command restock', akter_now(),"
+        " 'undeliverable after 25 attempts' FROM actor_outbox WHERE timer_key IS NOT NULL LIMIT 1"
+        " RETURNING intent_id"
+    )
+    await peek.conn.execute(
+        "UPDATE actor_workflow_executions SET blocked_reason = 'this App declares no workflow Fulfil v9'"
+        " WHERE execution_id = %s",
+        (stored.waiting,),
+    )
+    page = browser
+    await page.goto(page_url)
+    undeliverable = page.locator("#parked")
+    assert "Undeliverable intents (1)" in await undeliverable.locator("h2").inner_text()
+    line = await undeliverable.locator(f'tr[data-intent="{parked}"]').inner_text()
+    assert "restock" in line
+    assert "undeliverable after 25 attempts" in line
+    attention = page.locator("#attention")
+    assert "Needs attention (2)" in await attention.locator("h2").inner_text()
+    blocked = await attention.locator(f'tr[data-execution="{stored.waiting}"]').inner_text()
+    assert "blocked: this App declares no workflow Fulfil v9" in blocked
+    assert await attention.locator(f'tr[data-execution="{stored.overdue}"]').count() == 1
+    tops = [(await page.locator(s).bounding_box())["y"] for s in ("#parked", "#attention", "#executions")]
+    assert tops == sorted(tops)  # the alerts come first, the list after them
+    await screenshot(page, "executions-attention")
 
 
 async def test_an_actor_shows_its_state_events_receipts_and_outbox(
