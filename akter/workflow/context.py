@@ -85,6 +85,27 @@ class WorkflowContext:
         entry.settled, entry.result = True, result
         return result
 
+    async def start(self, actor: Any, actor_id: str, workflow: Any, input: Any) -> Any:
+        """``await wf.start(Warehouse, "w-1", Fulfil, line)``: start a child execution of
+        ``workflow`` (a member of ``actor``) through the child step this workflow declared for
+        it (``Parent.child(...)``); returns its ``ChildHandle`` (``await handle.result()``)."""
+        from akter.workflow.children import find_step
+
+        return await self._child_step(actor, workflow, find_step).start(actor_id, input)
+
+    async def run(self, actor: Any, actor_id: str, workflow: Any, input: Any) -> Any:
+        """``await wf.run(...)``: ``start`` and await the child's result, a ``Result``."""
+        from akter.workflow.children import find_step
+
+        return await self._child_step(actor, workflow, find_step).run(actor_id, input)
+
+    @staticmethod
+    def _child_step(actor: Any, workflow: Any, find: Callable[..., Any]) -> Any:
+        driver = current_driver()
+        if driver is None:
+            raise RuntimeError("wf.start and wf.run are awaited in a workflow body")
+        return find(driver.workflow, actor, workflow)
+
     def finalizer(self, thunk: Callable[[], Any]) -> None:
         """Register ``thunk()`` (returning an effect) to run once when the execution ends,
         whatever its outcome. Unlike a ``finally:`` block in the body — which runs at every

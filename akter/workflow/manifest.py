@@ -57,6 +57,8 @@ def _errors(errors: Iterable[type[BaseException]]) -> dict[str, Fingerprint]:
 def _step_result(step: Any) -> Fingerprint:
     if isinstance(step, ActivityStep):
         return {"ok": fingerprint(step.success), "errors": _errors(step.errors)}
+    if step.kind == "child":  # a child's result reads as its workflow's output and errors
+        return {"ok": fingerprint(step.success), "errors": _errors(step.errors)}
     if isinstance(step, WaitStep):
         # an event type is an attrs class (Actor checks): {"event": name, "fields": {...}}
         return {"event": step.event.__name__, **fingerprint(step.event)}
