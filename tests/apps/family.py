@@ -99,7 +99,9 @@ linger = Order.sleep("linger")
 
 @Order.body
 async def order(wf: akter.WorkflowContext, o: OrderIn) -> Summary:
-    results = await akter.all(*(wf.run(Warehouse, line.warehouse, Fulfil, line) for line in o.lines), limit=o.limit)
+    results = await akter.all(
+        *(wf.run(Warehouse, line.warehouse, Fulfil, line) for line in o.lines), limit=o.limit
+    )
     if o.linger:
         await linger(timedelta(seconds=o.linger))
     shipped, failed = [], []

@@ -76,9 +76,7 @@ async def test_a_child_acts_for_the_parents_principal(env: Any, peek: Peek) -> N
     assert tenants == [("acme",)]
 
 
-async def test_replaying_a_parent_starts_its_child_once(
-    env: Any, peek: Peek, clock: testing.Clock
-) -> None:
+async def test_replaying_a_parent_starts_its_child_once(env: Any, peek: Peek, clock: testing.Clock) -> None:
     app, relay, client = env
     run = await client.actor(Orders, "o-3", tenant="acme").start(One, Line("x", "w-3"))
     # the parent ran a pass to start the child, another to record its result (a replay of the
@@ -124,7 +122,9 @@ async def test_children_declared_run_on_outlive_their_interrupted_parent(env: An
     app, relay, client = env
     lines = (Line("r1", "w-r1", mode="hold"),)
     run = await client.actor(Orders, "o-5", tenant="acme").start(Detached, OrderIn(lines))
-    await until(lambda: children_of(peek, run.execution_id), lambda kids: [k[1] for k in kids] == ["suspended"])
+    await until(
+        lambda: children_of(peek, run.execution_id), lambda kids: [k[1] for k in kids] == ["suspended"]
+    )
     await run.interrupt()
     assert isinstance((await run.result(timeout=60)).failure(), akter.Interrupted)
     await quiet(app, relay)
@@ -138,7 +138,9 @@ async def test_children_declared_run_on_outlive_their_interrupted_parent(env: An
     assert status.outcome == "interrupted"
 
 
-async def test_two_hundred_children_with_a_limit_of_ten_never_have_more_in_flight(env: Any, peek: Peek) -> None:
+async def test_two_hundred_children_with_a_limit_of_ten_never_have_more_in_flight(
+    env: Any, peek: Peek
+) -> None:
     app, relay, client = env
     lines = tuple(Line(f"s{i}", f"w-{i % 7}") for i in range(200))
     run = await client.actor(Orders, "o-6", tenant="acme").start(Order, OrderIn(lines, limit=10))
@@ -184,7 +186,8 @@ async def test_a_parent_waits_on_a_child_whose_runner_dies_mid_activity(
         # the child's activity ran; its attempt was never settled
         pending = await peek.rows(
             "SELECT s.attempt, s.exit IS NULL FROM actor_workflow_step s"
-            " JOIN actor_workflow_executions e ON e.execution_id = s.execution_id AND e.routing_key = s.routing_key"
+            " JOIN actor_workflow_executions e"
+            " ON e.execution_id = s.execution_id AND e.routing_key = s.routing_key"
             " WHERE e.parent_id = %s",
             run.execution_id,
         )
