@@ -14,6 +14,8 @@ from returns.result import Success
 
 import akter
 from akter import testing
+from akter.inspect.children import ChildProgress
+from akter.operate.timeline import render_timeline
 from tests.apps import family
 from tests.apps.family import Detached, Line, One, Order, OrderIn, Orders, Release, Summary, Warehouse
 from tests.apps.relay_procs import RelayProcess
@@ -63,6 +65,14 @@ async def test_a_parent_runs_children_on_other_actors_and_gets_typed_results(env
         run.execution_id,
     )
     assert sorted(steps) == [("child", "Warehouse", True)] * 3
+    timeline = await client.timeline(run.execution_id)
+    assert timeline.view.children == ChildProgress(started=3, finished=3, failed=1, running=0, recorded=3)
+    assert "children   3 started, 3 finished (1 failed), 0 running" in render_timeline(timeline)
+    child_id = await peek.value(
+        "SELECT child_id FROM actor_workflow_step WHERE execution_id = %s LIMIT 1", run.execution_id
+    )
+    child = await client.timeline(child_id)
+    assert child.view.parent_id == run.execution_id
     await quiet(app, relay)
 
 
@@ -103,6 +113,9 @@ async def test_an_interrupted_parent_interrupts_its_three_running_children(env: 
         lambda: children_of(peek, run.execution_id),
         lambda kids: [k[1] for k in kids] == ["suspended"] * 3,
     )
+    timeline = await client.timeline(run.execution_id)
+    assert timeline.view.children == ChildProgress(started=3, finished=0, failed=0, running=3, recorded=0)
+    assert timeline.waiting.count("waiting for child ship-line#1 in branch 1.") == 3
     await run.interrupt()
     assert isinstance((await run.result(timeout=60)).failure(), akter.Interrupted)
     kids = await until(
