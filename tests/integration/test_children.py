@@ -13,14 +13,14 @@ import pytest
 from returns.result import Success
 
 import akter
-from akter import testing
+from akter import codec, testing
 from akter.inspect.children import ChildProgress
 from akter.operate.timeline import render_timeline
 from tests.apps import family
 from tests.apps.family import Detached, Line, One, Order, OrderIn, Orders, Release, Summary, Warehouse
 from tests.apps.relay_procs import RelayProcess
 from tests.integration.conftest import Peek
-from tests.integration.workflow_support import quiet, running, until
+from tests.integration.workflow_support import quiet, relay_processes, running, until
 
 APP = "tests.apps.family:app"
 
@@ -177,15 +177,8 @@ async def test_two_hundred_children_with_a_limit_of_ten_never_have_more_in_fligh
 
 @pytest.fixture
 def relays(database_url: str) -> Iterator[Callable[..., RelayProcess]]:
-    started: list[RelayProcess] = []
-
-    def start(**settings: str) -> RelayProcess:
-        started.append(RelayProcess(database_url, app=APP, **settings))
-        return started[-1]
-
-    yield start
-    for proc in started:
-        proc.close()
+    with relay_processes(database_url, APP) as start:
+        yield start
 
 
 @pytest.mark.slow
@@ -210,3 +203,24 @@ async def test_a_parent_waits_on_a_child_whose_runner_dies_mid_activity(
         result = await run.result(timeout=60)
     assert result == Success(Summary(("k by Anonymous()",), ()))
     assert await children_of(peek, run.execution_id) == [("w-crash", "finished", "succeeded")]
+
+
+async def test_a_recorded_child_result_that_does_not_decode_parks_the_parent_with_the_reason(
+    env: Any, peek: Peek, clock: testing.Clock
+) -> None:
+    app, relay, client = env
+    run = await client.actor(Orders, "o-8", tenant="acme").start(One, Line("y", "w-8"))
+    await until(run.poll, lambda s: s.status == "suspended" and bool(family.PICKS))
+    await quiet(app, relay)
+    # the parent recorded its child's outcome and sleeps; that record is then damaged
+    await peek.rows(
+        "UPDATE actor_workflow_step SET exit = %s WHERE execution_id = %s AND kind = 'child' RETURNING 1",
+        codec.encode({"ok": {"not": "a Shipped"}}),
+        run.execution_id,
+    )
+    await clock.advance(timedelta(seconds=31))
+    status = await until(run.poll, lambda s: s.blocked_reason is not None)
+    assert status.status == "suspended"
+    assert "recorded history does not decode" in status.blocked_reason
+    assert family.PICKS == {"y": 1}
+    await quiet(app, relay)

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+import pytest
 from returns.result import Failure, Success
 
 import akter
 from akter import tagged
-from akter.errors import EffectDefect
+from akter.errors import CorruptRecord, EffectDefect
 from akter.ids import ActorRef
 from akter.workflow.children import AwaitChildNeed, StartChildNeed
 from akter.workflow.context import WorkflowContext
@@ -62,6 +63,8 @@ async def body(wf: akter.WorkflowContext, payload: In) -> Any:
         return "".join(await akter.all(*(work(fn, str(i)) for i in range(payload.n)), limit=2))
     if payload.name == "undeclared":
         return await wf.run(Depot, "d", Unused, In("x"))
+    if payload.name == "wrong-input":
+        return await pick.run("d", S())  # type: ignore[arg-type]
     child = await wf.start(Depot, "d-1", Pick, In("x"))
     first = await child.result()
     assert repr(await child.result()) == repr(first)  # the same record, read twice
@@ -142,3 +145,17 @@ def test_starting_a_child_the_parent_did_not_declare_is_a_defect() -> None:
     assert isinstance(d.final, Raise)
     assert isinstance(d.final.error, EffectDefect)
     assert "declares no child step" in str(d.final.error)
+
+
+def test_starting_a_child_with_an_input_of_another_type_is_a_defect_and_starts_nothing() -> None:
+    d = driver("wrong-input", [])
+    assert d.advance(0) == []
+    assert isinstance(d.final, Raise)
+    assert "takes a In, got S" in str(d.final.error)
+
+
+def test_a_recorded_child_result_that_does_not_decode_is_a_corrupt_record() -> None:
+    # the pass turns CorruptRecord into a blocked execution with the reason (invariant 13)
+    d = driver("child", [StepRow(StepKey("pick"), 1, "child", {"ok": {"not": "a str"}})])
+    with pytest.raises(CorruptRecord):
+        d.advance(0)
