@@ -66,7 +66,7 @@ from akter.workflow.effects import Effect
 from akter.workflow.exits import Ok, Outcome
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Sequence
+    from collections.abc import Awaitable, Mapping, Sequence
 
     from akter.actor.declare import Actor
     from akter.workflow.driver import StepKey, StepRow
@@ -151,6 +151,18 @@ def find_step(parent: Workflow[Any, Any], actor: Actor[Any], child: Workflow[Any
             f"({parent.name}.child('name', {child.name})), or await the step itself"
         )
     return found[0]
+
+
+def undeclared_children(actors: Mapping[str, Actor[Any]]) -> list[str]:
+    """The child steps whose workflow's actor type is not among ``actors`` (an App's check: a
+    start sent to an actor type no process runs would never be delivered)."""
+    return [
+        f"{step.qualified_name} starts {step.child!r}, but the App does not declare {step.child.actor.name}"
+        for actor in actors.values()
+        for workflow in workflows_of(actor).values()
+        for step in workflow.steps.values()
+        if isinstance(step, ChildStep) and actors.get(step.child.actor.name) is not step.child.actor
+    ]
 
 
 # ---- effects and handles --------------------------------------------------------------------

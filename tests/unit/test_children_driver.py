@@ -159,3 +159,10 @@ def test_a_recorded_child_result_that_does_not_decode_is_a_corrupt_record() -> N
     d = driver("child", [StepRow(StepKey("pick"), 1, "child", {"ok": {"not": "a str"}})])
     with pytest.raises(CorruptRecord):
         d.advance(0)
+
+
+def test_an_app_without_the_childs_actor_type_is_refused_naming_the_step() -> None:
+    with pytest.raises(akter.DeclarationError) as refused:
+        akter.App([Parent], database_url="postgresql://nowhere/x")
+    assert "ChildDriverParent.P.pick starts <workflow ChildDriverDepot.Pick>" in str(refused.value)
+    akter.App([Parent, Depot], database_url="postgresql://nowhere/x")  # both declared: accepted
