@@ -5,15 +5,18 @@ their parents, the receipts of the internal start command."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from returns.result import Success
 
 import akter
 from akter import codec, testing
+from akter.cli.inspect import inspect_group
 from akter.inspect.children import ChildProgress
 from akter.operate.timeline import render_timeline
 from tests.apps import family
@@ -47,7 +50,9 @@ async def children_of(peek: Peek, parent: str) -> list[tuple[Any, ...]]:
     )
 
 
-async def test_a_parent_runs_children_on_other_actors_and_gets_typed_results(env: Any, peek: Peek) -> None:
+async def test_a_parent_runs_children_on_other_actors_and_gets_typed_results(
+    env: Any, peek: Peek, database_url: str
+) -> None:
     app, relay, client = env
     lines = (Line("a", "w-1"), Line("b", "w-2", mode="oos"), Line("c", "w-1"))
     run = await client.actor(Orders, "o-1", tenant="acme").start(Order, OrderIn(lines))
@@ -73,6 +78,18 @@ async def test_a_parent_runs_children_on_other_actors_and_gets_typed_results(env
     )
     child = await client.timeline(child_id)
     assert child.view.parent_id == run.execution_id
+    # akter inspect prints the same
+    shown = await asyncio.to_thread(
+        CliRunner().invoke,
+        inspect_group,
+        ["execution", APP, run.execution_id, "--database-url", database_url],
+    )
+    assert shown.exit_code == 0, shown.output
+    assert "children   3 started, 3 finished (1 failed), 0 running, 3 recorded by the parent" in shown.output
+    shown = await asyncio.to_thread(
+        CliRunner().invoke, inspect_group, ["execution", APP, child_id, "--database-url", database_url]
+    )
+    assert f"parent     {run.execution_id}" in shown.output
     await quiet(app, relay)
 
 
