@@ -287,6 +287,8 @@ class ChildStartPayload:
     key: str
     parent: str
     input: bytes
+    #: the child step's ``on_parent_interrupt``
+    on_parent_interrupt: str = "interrupt"
 
 
 def has_children(history: dict[StepKey, list[StepRow]]) -> bool:
@@ -325,7 +327,11 @@ async def serve(pass_: Pass, need: StartChildNeed | AwaitChildNeed) -> bool | No
     effect, eid = need.effect, need.eid
     step, child = effect.step, effect.step.child
     payload = ChildStartPayload(
-        workflow=child.name, key=eid.key, parent=str(pass_.eid), input=codec.encode(effect.input, child.input)
+        workflow=child.name,
+        key=eid.key,
+        parent=str(pass_.eid),
+        input=codec.encode(effect.input, child.input),
+        on_parent_interrupt=step.on_parent_interrupt,
     )
     caller = System(source="workflow", ref=str(pass_.eid), on_behalf_of=pass_.principal)
     row = await pass_._settling(
@@ -360,20 +366,47 @@ class ChildLinkMark:
 
     execution_id: ExecutionId
     parent: ExecutionId
+    on_parent_interrupt: str = "interrupt"
 
 
+# The child's row names its parent. A parent that already ended interrupted (its interrupt of
+# this child, sent at its finish, reached this actor before this start and found nothing) is read
+# here, after the start turn holds the child's lock: the child then gets that interrupt from its
+# own outbox, delivered after this turn commits. A parent that ends after this read sends its
+# interrupt after this turn took the lock, so that one waits for the lock and finds the child.
 LINK: LiteralString = """
-UPDATE actor_workflow_executions
-   SET parent_id = %(parent)s, parent_type = %(parent_type)s, parent_actor_id = %(parent_actor_id)s
- WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND parent_id IS NULL"""
+WITH link AS (
+    UPDATE actor_workflow_executions
+       SET parent_id = %(parent)s, parent_type = %(parent_type)s, parent_actor_id = %(parent_actor_id)s
+     WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND parent_id IS NULL
+    RETURNING principal, trace_context),
+late AS (
+    SELECT 1 FROM actor_workflow_executions p
+     WHERE p.routing_key = %(parent_rk)s AND p.execution_id = %(parent)s
+       AND p.status = 'finished' AND p.interrupt AND %(policy)s = 'interrupt'),
+wake AS (SELECT pg_notify('akter_outbox', CAST(%(bucket)s AS text)) FROM late)
+INSERT INTO actor_outbox (routing_key, tenant, actor_type, actor_id, intent_id, bucket, due_at,
+                          timer_key, target_type, target_id, command, payload, caller, created_at,
+                          trace_context)
+SELECT %(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, akter_mint_intent_id(NULL), %(bucket)s,
+       akter_now(), NULL, %(actor_type)s, %(actor_id)s, %(interrupt)s, %(reason)s, link.principal,
+       akter_now(), link.trace_context
+  FROM link, late, wake"""
 
 
 def link_params(item: ChildLinkMark) -> dict[str, Any]:
+    from akter.workflow.commands import Interrupt
+
+    reason = Interrupt(str(item.execution_id), f"its parent {item.parent} was interrupted")
     return {
         "eid": str(item.execution_id),
         "parent": str(item.parent),
+        "parent_rk": item.parent.owner.routing_key,
         "parent_type": item.parent.owner.actor_type,
         "parent_actor_id": item.parent.owner.actor_id,
+        "policy": item.on_parent_interrupt,
+        "interrupt": f"akter.wf.interrupt:{item.execution_id.workflow}",
+        "reason": codec.encode(reason, Interrupt),
     }
 
 
@@ -391,7 +424,7 @@ def register_start_child(actor: Actor[Any]) -> None:
             raise InvalidInput("a child is started in its parent's tenant")
         value: Any = codec.decode(payload.input, workflow.input)
         eid = stage_start(turn, workflow, value, payload.key)
-        turn.stage(LAYER, ChildLinkMark(ExecutionId.parse(eid), parent))
+        turn.stage(LAYER, ChildLinkMark(ExecutionId.parse(eid), parent, payload.on_parent_interrupt))
         return eid
 
     start_child.__annotations__ = {"turn": Turn, "payload": ChildStartPayload, "return": str}

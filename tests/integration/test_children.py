@@ -241,3 +241,36 @@ async def test_a_recorded_child_result_that_does_not_decode_parks_the_parent_wit
     assert "recorded history does not decode" in status.blocked_reason
     assert family.PICKS == {"y": 1}
     await quiet(app, relay)
+
+
+async def test_a_child_whose_start_arrives_after_its_parent_was_interrupted_is_interrupted(
+    env: Any, peek: Peek
+) -> None:
+    app, relay, client = env
+    # the child's start is held on its way to the warehouse until the parent has ended
+    held = testing.pause("relay.before_delivery", match="w-late")
+    run = await client.actor(Orders, "o-9", tenant="acme").start(
+        Order, OrderIn((Line("l1", "w-late", mode="hold"),))
+    )
+    await held.reached()
+    await run.interrupt()
+    assert isinstance((await run.result(timeout=60)).failure(), akter.Interrupted)
+    # the parent's finish sent its interrupt of the child; it is taken out of the outbox, as if it
+    # had reached the warehouse before the start and found no execution there
+    dropped = await peek.rows(
+        "DELETE FROM actor_outbox WHERE command = 'akter.wf.interrupt:Fulfil' AND target_id = 'w-late'"
+        " RETURNING 1"
+    )
+    assert dropped == [(1,)]
+    held.release()
+    kids = await until(
+        lambda: children_of(peek, run.execution_id), lambda kids: bool(kids) and kids[0][1] == "finished"
+    )
+    assert kids == [("w-late", "finished", "interrupted")]
+    assert family.PICKS == {}
+    interrupts = await peek.rows(
+        "SELECT failed FROM actor_receipts WHERE actor_id = 'w-late'"
+        " AND command = 'akter.wf.interrupt:Fulfil' ORDER BY created_at"
+    )
+    assert interrupts == [(False,)]  # the child's own, from its start turn
+    await quiet(app, relay)
