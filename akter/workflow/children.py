@@ -7,8 +7,8 @@ knows the child's result schema, invariant 7)::
 
     @Order.body
     async def order(wf, o):
-        line = await wf.run(Warehouse, "w-1", Fulfil, FulfilLine(...))   # Success(...) / Failure(...)
-        child = await wf.start(Warehouse, "w-2", Fulfil, FulfilLine(...))  # a ChildHandle
+        line = await wf.run(Warehouse, "w-1", Fulfil, o.lines[0])   # Success(...) / Failure(...)
+        child = await wf.start(Warehouse, "w-2", Fulfil, o.lines[1])  # a ChildHandle
         outcome = await child.result()
         results = await akter.all(*(fulfil.run("w-1", l) for l in o.lines), limit=10)
 
@@ -22,8 +22,9 @@ knows the child's result schema, invariant 7)::
    command. The child's key is derived from the parent's execution id and the occurrence, so a
    replay finds the row and starts nothing; a redelivered intent attaches to the execution
    already there. The intent's caller acts for the parent's principal.
-2. The relay delivers it as a **turn on the child actor** (``_start_child``): the child's
-   execution row, linked to its parent (``ChildLinkMark``, written by the workflow hook).
+2. The relay delivers it as a **turn on the child actor** (``register_start_child``): the
+   child's execution row, linked to its parent (``ChildLinkMark``, written by the workflow hook
+   with ``LINK``, which also interrupts a child whose parent already ended interrupted).
 3. **Finish**: a trigger on the child's finish puts a resume of the parent in the child's outbox,
    in the finish's transaction. A parent that finished first ignores it.
 4. **Result** (``ChildResult``, awaited under the start's occurrence): the parent's pass reads
@@ -40,7 +41,7 @@ child it started whose result it has not recorded, unless the child step was dec
 ``on_parent_interrupt="run_on"``. A child that finishes after its parent resumes nothing.
 
 This module holds the declarations, effects and needs (no I/O), the pass's side of them
-(``serve``, ``prefetch``) and the turn's side (``_start_child``, ``LINK``); the driver, the pass
+(``serve``, ``prefetch``) and the turn's side (``register_start_child``, ``LINK``); the driver, the pass
 and the hook call into it with a few lines each.
 """
 
