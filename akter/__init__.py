@@ -57,6 +57,7 @@ from akter.errors import (
 from akter.ids import ActorRef, CommandId
 from akter.operate.query import ExecutionFilter
 from akter.workflow.activity import ActivityContext, activity_context
+from akter.workflow.children import ChildHandle, ChildStep
 from akter.workflow.context import WorkflowContext
 from akter.workflow.declare import (
     ActivityStep,
@@ -114,6 +115,8 @@ __all__ = [
     "App",
     "Backoff",
     "Caller",
+    "ChildHandle",
+    "ChildStep",
     "Client",
     "Command",
     "CommandConflict",

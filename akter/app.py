@@ -40,7 +40,7 @@ from akter.errors import (
 from akter.operate.client import OperatorClient, SyncOperatorClient
 from akter.outbox.intents import OutboxHook
 from akter.outbox.relay import Relay, RelayPlugin, RelaySettings
-from akter.workflow import schedules
+from akter.workflow import children, schedules
 from akter.workflow.declare import workflows_of
 
 log = logging.getLogger("akter")
@@ -88,6 +88,7 @@ class App:
                 self.actors[actor.name] = actor
         if pool_size < 1:
             problems.append(f"pool_size must be at least 1, got {pool_size}")
+        problems.extend(children.undeclared_children(self.actors))
         if problems:
             raise DeclarationError("App", problems)
         self.database_url = database_url

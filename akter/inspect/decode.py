@@ -179,8 +179,8 @@ def ok_as(as_type: Any) -> Callable[[Any], Shown]:
 def step_ok(step: Step | None) -> Callable[[Any], Shown] | None:
     from akter.workflow.declare import ActivityStep, SleepStep, WaitStep
 
-    if isinstance(step, ActivityStep):
-        return ok_as(step.success)
+    if isinstance(step, ActivityStep) or getattr(step, "kind", None) == "child":
+        return ok_as(getattr(step, "success", None))
     if isinstance(step, SleepStep):
         return lambda value: (
             Shown("elapsed", value) if value is None else undecodable("a clock exit with a value", value)

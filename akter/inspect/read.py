@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from akter.actor.declare import Actor, Command
     from akter.workflow.declare import Workflow
 
+from akter.inspect.children import read_children
 from akter.inspect.decode import (
     Shown,
     decode_exit,
@@ -332,6 +333,7 @@ async def read_execution(
         payload = decode_value(bytes(row["payload"]), workflow.input)
     versions = row["versions"] if isinstance(row["versions"], dict) else json.loads(row["versions"])
     timers = await _all(conn, _TIMER, params)
+    children, parent_id = await read_children(conn, params)
     return ExecutionView(
         now=row["now"],
         execution_id=row["execution_id"],
@@ -353,6 +355,8 @@ async def read_execution(
         finished_at=row["finished_at"],
         steps=[_step(workflow, r) for r in await _all(conn, _STEPS, params)],
         timer=_outbox(app, ref, timers[0]) if timers else None,
+        children=children,
+        parent_id=parent_id,
     )
 
 

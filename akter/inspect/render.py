@@ -96,6 +96,10 @@ def render_execution(view: ExecutionView) -> str:
     ]
     if view.result is not None:
         lines.append(f"  result     {view.result.text}")
+    if view.parent_id is not None:
+        lines.append(f"  parent     {view.parent_id}")
+    if view.children is not None:
+        lines.append(f"  children   {view.children.text()}")
     if view.timer is not None:
         timer = view.timer
         lines.append(f"  timer      {timer.timer_key}, {_due(timer, now)}, attempts {timer.attempts}")

@@ -10,6 +10,7 @@ import attrs
 if TYPE_CHECKING:
     pass
 
+from akter.inspect.children import ChildProgress
 from akter.inspect.decode import Shown
 
 # ---- views ------------------------------------------------------------------------------------
@@ -110,6 +111,10 @@ class ExecutionView:
     finished_at: datetime | None
     steps: list[StepView]
     timer: OutboxView | None
+    #: the children it started (``akter.inspect.children``); None when it started none
+    children: ChildProgress | None = None
+    #: the execution that started this one as its child
+    parent_id: str | None = None
 
 
 @attrs.frozen

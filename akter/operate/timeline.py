@@ -197,6 +197,10 @@ def render_timeline(t: Timeline) -> str:
         lines.append(f"  versions   {json.dumps(view.versions, sort_keys=True)}")
     if view.result is not None:
         lines.append(f"  result     {view.result.text}")
+    if view.parent_id is not None:
+        lines.append(f"  parent     {view.parent_id}")
+    if view.children is not None:
+        lines.append(f"  children   {view.children.text()}")
     if view.timer is not None:
         lines.append(f"  timer      due {when(view.timer.due_at, now)}, attempts {view.timer.attempts}")
         if view.timer.last_error:
@@ -214,7 +218,19 @@ def render_timeline(t: Timeline) -> str:
 def timeline_json(t: Timeline) -> dict[str, Any]:
     data = {f.name: jsonable(getattr(t, f.name)) for f in attrs.fields(Timeline) if f.name != "view"}
     view = jsonable(t.view)
-    data |= {k: view[k] for k in ("payload", "principal", "result", "timer", "started_at", "finished_at")}
+    data |= {
+        k: view[k]
+        for k in (
+            "payload",
+            "principal",
+            "result",
+            "timer",
+            "started_at",
+            "finished_at",
+            "children",
+            "parent_id",
+        )
+    }
     data["now"] = iso_time(t.now)
     data["entries"] = []
     for e in t.entries:

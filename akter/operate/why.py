@@ -27,6 +27,10 @@ class Pending:
     started_at: datetime
 
 
+#: more pending children than this are summed up in one note
+CHILDREN_NAMED = 3
+
+
 def pending_note(p: Pending, now: datetime, *, named: bool = True) -> str:
     """What one pending step waits for; ``named`` adds which step it is."""
     step = f" ({p.step})" if named else ""
@@ -37,6 +41,8 @@ def pending_note(p: Pending, now: datetime, *, named: bool = True) -> str:
         return f"waiting for {p.wait_tag} after event #{p.after_event} {until}{step}"
     if p.kind == "activity":
         return f"running activity {p.step} attempt {p.attempt} since {when(p.started_at, now)}"
+    if p.kind == "child":
+        return f"waiting for child {p.step} since {when(p.started_at, now)}"
     return f"{p.kind} {p.step} pending since {when(p.started_at, now)}"
 
 
@@ -66,6 +72,10 @@ def why(  # noqa: PLR0911 -- one answer per situation, in the order an operator 
     if timer_parked is not None:
         return f"blocked: its resume timer is parked: {one_line(timer_parked)}"
     if pending:
+        children = [p for p in pending if p.kind == "child"]
+        if len(children) > CHILDREN_NAMED:  # a fan-out: one line, not one note per child
+            others = [pending_note(p, now) for p in pending if p.kind != "child"]
+            return " or ".join([*others, f"waiting for {len(children)} children"])
         return " or ".join(pending_note(p, now) for p in pending)
     if status == "running":
         return "running a pass"

@@ -14,9 +14,16 @@ from akter.callers import Principal
 from akter.ids import ActorRef
 
 if TYPE_CHECKING:
+    from returns.result import Result
+
+    from akter.actor.declare import Actor
+    from akter.workflow.children import ChildHandle, ChildStep
+    from akter.workflow.declare import Workflow
     from akter.workflow.driver import Driver
 
 T = TypeVar("T")
+I = TypeVar("I")  # noqa: E741 -- a child workflow's input type
+O = TypeVar("O")  # noqa: E741 -- the conventional name of an output type
 
 _driver: contextvars.ContextVar[Driver | None] = contextvars.ContextVar("akter_driver", default=None)
 
@@ -84,6 +91,32 @@ class WorkflowContext:
         result = await effect
         entry.settled, entry.result = True, result
         return result
+
+    async def start(
+        self, actor: Actor[Any], actor_id: str, workflow: Workflow[I, O], input: I
+    ) -> ChildHandle[O]:
+        """``await wf.start(Warehouse, "w-1", Fulfil, line)``: start a child execution of
+        ``workflow`` (a member of ``actor``) through the child step this workflow declared for
+        it (``Parent.child(...)``); returns its ``ChildHandle`` (``await handle.result()``)."""
+        from akter.workflow.children import find_step
+
+        return await self._child_step(actor, workflow, find_step).start(actor_id, input)
+
+    async def run(
+        self, actor: Actor[Any], actor_id: str, workflow: Workflow[I, O], input: I
+    ) -> Result[O, Exception]:
+        """``await wf.run(...)``: ``start`` and await the child's result, a ``Result``."""
+        from akter.workflow.children import find_step
+
+        return await self._child_step(actor, workflow, find_step).run(actor_id, input)
+
+    @staticmethod
+    def _child_step(actor: Actor[Any], workflow: Workflow[Any, O], find: Callable[..., Any]) -> ChildStep[O]:
+        driver = current_driver()
+        if driver is None:
+            raise RuntimeError("wf.start and wf.run are awaited in a workflow body")
+        step: ChildStep[O] = find(driver.workflow, actor, workflow)
+        return step
 
     def finalizer(self, thunk: Callable[[], Any]) -> None:
         """Register ``thunk()`` (returning an effect) to run once when the execution ends,

@@ -39,6 +39,7 @@ from akter.errors import DeclarationError, EffectDefect
 if TYPE_CHECKING:
     from akter.actor.declare import Command
     from akter.actor.turn import Turn
+    from akter.workflow.children import ChildStep
     from akter.workflow.commands import Interrupt, RetryExecution
     from akter.workflow.context import WorkflowContext
     from akter.workflow.schedules import Schedule
@@ -304,6 +305,9 @@ class Workflow(Generic[I, O]):
         self.start_command: Command[Any, I, str] = register_commands(self)
         self.interrupt_command: Command[Any, Interrupt, None] = register_interrupt(self)
         self.retry_command: Command[Any, RetryExecution, None] = register_retry(self)
+        from akter.workflow.children import register_start_child
+
+        register_start_child(actor)
 
     def __repr__(self) -> str:
         return f"<workflow {self.actor.name}.{self.name}>"
@@ -398,6 +402,16 @@ class Workflow(Generic[I, O]):
         step = RaceStep(workflow=self, name=name)
         self._add(step)
         return step
+
+    def child(
+        self, name: str, workflow: Workflow[Any, T], *, on_parent_interrupt: str = "interrupt"
+    ) -> ChildStep[T]:
+        """Declare a child step: this workflow starts executions of ``workflow`` (a member of
+        another actor type, or of this one) and awaits them (``akter.workflow.children``).
+        ``on_parent_interrupt``: ``"interrupt"`` (the default) or ``"run_on"``."""
+        from akter.workflow.children import declare
+
+        return declare(self, name, workflow, on_parent_interrupt)
 
     def body(
         self, fn: Callable[[WorkflowContext, I], Awaitable[O]]

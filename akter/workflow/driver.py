@@ -49,7 +49,7 @@ from returns.maybe import Nothing, Some
 
 from akter import codec
 from akter.errors import CompensationFailed, CorruptRecord, EffectDefect, Interrupted
-from akter.workflow import exits
+from akter.workflow import children, exits
 from akter.workflow.context import Compensation, WorkflowContext, reset_driver, set_driver
 from akter.workflow.declare import ActivityStep, Workflow
 from akter.workflow.effects import ActivityCall, All, Effect, Race, Sleep, Wait, as_coroutine
@@ -141,7 +141,16 @@ class SettleRace:
     winner: int
 
 
-Need = RunActivity | RetryAt | RegisterClock | ClockDue | AwaitEvent | SettleRace
+Need = (
+    RunActivity
+    | RetryAt
+    | RegisterClock
+    | ClockDue
+    | AwaitEvent
+    | SettleRace
+    | children.StartChildNeed
+    | children.AwaitChildNeed
+)
 
 
 class _Never:
@@ -163,6 +172,8 @@ class _Join:
         self.key = key
         self.prefix = prefix
         self.children: list[_Fiber] = []
+        #: branches of an ``all`` with a ``limit`` not started yet, in order
+        self.waiting: list[tuple[int, Coroutine[Any, Any, Any]]] = []
         self.results: dict[int, Outcome] = {}
         self.replay_winner = replay_winner
         self.winner: int | None = None
@@ -368,6 +379,8 @@ class Driver:
             occurrence = fiber.counts[step.name] = fiber.counts.get(step.name, 0) + 1
             key = StepKey(step.name) if self.legacy else StepKey(step.name, fiber.scope, occurrence)
             self._keys[id(effect)] = key
+        else:
+            key = children.key_of(effect)  # a child's result: under its start's occurrence
         if isinstance(effect, Race | All):
             fiber.joins += 1
             self._open_join(fiber, effect, key, f"{fiber.scope}{fiber.joins}.")
@@ -383,6 +396,7 @@ class Driver:
         join = _Join(effect, fiber, key, prefix, replay_winner)
         fiber.owned_join = join
         fiber.blocked = effect
+        limit = effect.limit if isinstance(effect, All) else None
         for index, branch in enumerate(effect.branches):
             try:
                 coro = as_coroutine(branch)
@@ -393,6 +407,9 @@ class Driver:
             if replay_winner is not None and index != replay_winner:
                 coro.close()  # a recorded race replays its winner only; losers never run again
                 self.abandoned.add(f"{prefix}{index}/")
+                continue
+            if limit is not None and len(join.children) >= limit:
+                join.waiting.append((index, coro))  # a branch's scope is its index: replays alike
                 continue
             join.children.append(self._spawn(coro, f"{prefix}{index}/", join, index))
 
@@ -417,6 +434,9 @@ class Driver:
         if isinstance(outcome, Raise):
             self._abandon_join(join)
             self._resume_parent(join, outcome)
+        elif join.waiting:
+            index, coro = join.waiting.pop(0)
+            join.children.append(self._spawn(coro, f"{join.prefix}{index}/", join, index))
         elif len(join.results) == len(join.effect.branches):
             values = tuple(join.results[i].value for i in range(len(join.effect.branches)))  # type: ignore[union-attr]
             self._resume_parent(join, Ok(values))
@@ -444,6 +464,9 @@ class Driver:
     def _abandon_join(self, join: _Join) -> None:
         for child in join.children:
             self._abandon(child)
+        waiting, join.waiting = join.waiting, []
+        for _, coro in waiting:
+            coro.close()  # never started: nothing of it was recorded
 
     def _abandon(self, fiber: _Fiber) -> None:
         """Close a branch given up by its race or all, and mark its steps abandoned."""
@@ -521,6 +544,8 @@ class Driver:
             if last is not None and last.exit is not None:
                 return _decode_wait(effect, key, last.exit)
             return AwaitEvent(effect, key, last)
+        if isinstance(effect, children.StartChild | children.ChildResult):
+            return children.resolve(effect, key, rows, self.ctx.execution_id, self.ctx.ref.tenant)
         raise EffectDefect(f"the driver cannot interpret {effect!r}")  # pragma: no cover
 
     def _resolve_activity(

@@ -61,12 +61,17 @@ class Race(Effect):
 @attrs.frozen(eq=False)
 class All(Effect):
     branches: tuple[Any, ...]
+    #: at most this many branches run at once (the next starts when one finishes, in order)
+    limit: int | None = None
 
 
-def all_(*branches: Any) -> Any:
+def all_(*branches: Any, limit: int | None = None) -> Any:
     """``await akter.all(a, b, ...)``: run the branches concurrently; a tuple of their results.
-    The first branch to raise cancels the others and its error propagates."""
-    return All(branches=branches)
+    The first branch to raise cancels the others and its error propagates. ``limit=n``: at most
+    ``n`` branches run at once; the others start, in order, as running ones finish."""
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise TypeError(f"akter.all(limit=...) takes a positive int, got {limit!r}")
+    return All(branches=branches, limit=limit)
 
 
 async def _await_one(effect: Effect) -> Any:

@@ -51,7 +51,7 @@ from akter.errors import CorruptRecord, ExecutionNotRetryable, InvalidExecutionI
 from akter.ids import ActorRef, ExecutionId
 from akter.outbox import queries as outbox_queries
 from akter.outbox.intents import encode_caller
-from akter.workflow import manifest, queries
+from akter.workflow import children, manifest, queries
 from akter.workflow.commands import (
     LAYER,
     MAX_REASON,
@@ -190,6 +190,8 @@ class WorkflowHook:
             elif isinstance(item, RetryMark):
                 await self._retry(conn, turn, base, item)
                 notify = True
+            elif isinstance(item, children.ChildLinkMark):
+                record.with_write(children.LINK, {**base, **children.link_params(item)})
         if record.events:
             tags = sorted({tag for _, tag, _ in record.events} & self.tags.get(ref.actor_type, frozenset()))
             if tags:

@@ -16,13 +16,14 @@ A manifest (``derive``)::
      "payload": <fingerprint of the input type>,
      "output":  <fingerprint of the output type>,
      "errors":  {"<error class __name__>": <fingerprint>, ...},
-     "steps":   {"<step name>": {"kind": "activity" | "clock" | "wait" | "race",
+     "steps":   {"<step name>": {"kind": "activity" | "clock" | "wait" | "race" | "child",
                                  "result": <result schema>}, ...},
      "versions": {"<marker>": {"min": int, "current": int}, ...}}
 
 A step's result schema is what decoding its recorded exit depends on: for an activity
 ``{"ok": <fingerprint of success>, "errors": {"<name>": <fingerprint>}}`` (declared errors are
-recorded by class name); for a wait ``{"event": "<event type __name__>", "fields": <fingerprint>}``
+recorded by class name), and the same for a child step with the child workflow's output and
+errors (``children.py``); for a wait ``{"event": "<event type __name__>", "fields": <fingerprint>}``
 (events are stored under their type's name); for a clock or a race ``"none"`` (a clock records
 nothing, a race the index of its winner). Retry policies and timeouts are not part of it: they
 change what happens next, never how a recorded exit reads.
@@ -56,6 +57,8 @@ def _errors(errors: Iterable[type[BaseException]]) -> dict[str, Fingerprint]:
 
 def _step_result(step: Any) -> Fingerprint:
     if isinstance(step, ActivityStep):
+        return {"ok": fingerprint(step.success), "errors": _errors(step.errors)}
+    if step.kind == "child":  # a child's result reads as its workflow's output and errors
         return {"ok": fingerprint(step.success), "errors": _errors(step.errors)}
     if isinstance(step, WaitStep):
         # an event type is an attrs class (Actor checks): {"event": name, "fields": {...}}

@@ -58,7 +58,7 @@ from akter.errors import (
 )
 from akter.ids import ActorRef, ExecutionId
 from akter.outbox.intents import decode_caller
-from akter.workflow import activity, adopt, exits, queries
+from akter.workflow import activity, adopt, children, exits, queries
 from akter.workflow.context import WorkflowContext
 from akter.workflow.declare import Workflow
 from akter.workflow.driver import (
@@ -161,6 +161,8 @@ class Pass:
         #: attempts run and recorded in the driver, not written yet: (key, attempt, exit). The
         #: next fenced write settles them first, in its own statement when it can (sql/010)
         self.unsettled: list[tuple[StepKey, int, bytes]] = []
+        #: the results of the finished children the driver waits on, read once per round
+        self.child_results: dict[str, bytes] = {}
 
     def _driver(self) -> Driver:
         """The driver of this pass (set once the execution loaded and was judged replayable)."""
@@ -340,6 +342,7 @@ class Pass:
             progressed = False
             parked: list[int] = []
             wanted: set[StepKey] = set()
+            await children.prefetch(self, needs)
             for need in needs:
                 result = await self._serve(need, now, wanted)
                 if result is True:
@@ -409,6 +412,8 @@ class Pass:
                 exit_ = codec.encode({"winner": winner})
                 await self._record(_record_params("race", key, exit_=exit_))
                 return True
+            case children.StartChildNeed() | children.AwaitChildNeed():
+                return await children.serve(self, need)
         raise AssertionError(need)  # pragma: no cover
 
     def _give_up(self, key: StepKey) -> None:
@@ -668,7 +673,7 @@ class Pass:
         await faults.hit("workflow.before_suspend", self.ref.actor_id, str(self.eid))
         due = None if due_ms is None else datetime.fromtimestamp(due_ms / 1000, tz=UTC)
         check = await self._settling(
-            queries.SUSPEND,
+            children.SUSPEND if children.has_children(driver.history) else queries.SUSPEND,
             {
                 "due": due,
                 "abandon": sorted(driver.abandoned),

@@ -39,7 +39,7 @@ from akter import codec
 from akter.callers import Principal
 from akter.errors import CorruptRecord, EffectDefect, InvalidInput
 from akter.ids import ActorRef
-from akter.workflow import exits
+from akter.workflow import children, exits
 from akter.workflow.context import WorkflowContext
 from akter.workflow.declare import Workflow
 from akter.workflow.driver import (
@@ -385,7 +385,7 @@ def _instead(driver: Driver, scope: str) -> str:
     return f"{where} to stop there"
 
 
-def _need(need: Need) -> str:
+def _need(need: Need) -> str:  # noqa: PLR0911 -- one return per kind of need
     match need:
         case RunActivity(key=key, attempt=attempt):
             return f"activity {key}" + (f" attempt {attempt}" if attempt > 1 else "")
@@ -397,6 +397,10 @@ def _need(need: Need) -> str:
             return f"wait {key}"
         case SettleRace(key=key, winner=winner):
             return f"race {key} to be settled for branch {winner}"
+        case children.StartChildNeed(key=key):
+            return f"child {key} to start"
+        case children.AwaitChildNeed(key=key):
+            return f"child {key} to finish"
     return repr(need)  # pragma: no cover
 
 

@@ -17,7 +17,7 @@ from returns.result import Failure, Result, Success
 
 import akter
 from akter import codec, testing
-from examples import approval, saga
+from examples import approval, fulfilment, saga
 from tests.integration.conftest import Peek
 from tests.integration.workflow_support import quiet
 
@@ -206,3 +206,54 @@ async def test_approval_anonymous_callers_cannot_decide(reports: Any, peek: Peek
     with pytest.raises(akter.AccessDenied):
         await stranger.send(approval.decide, approval.Decide(approve=True))
     assert await peek.value("SELECT count(*) FROM actor_events WHERE actor_id = 'r4'") == 0
+
+
+# ---- fulfilment -------------------------------------------------------------------------------
+
+
+async def test_fulfilment_ships_each_line_in_its_own_child_and_refunds_the_backordered_one(
+    database_url: str, peek: Peek
+) -> None:
+    fulfilment.services.reset()
+    app = fulfilment.make_app(database_url)
+    async with app.relay() as relay, app.client() as client:
+        store = client.actor(fulfilment.Store, "store-1", tenant="shop")
+        run = await store.start(fulfilment.PlaceOrder, fulfilment.order("o-1"))
+        result = await run.result(timeout=60)
+        receipt = result.unwrap()
+        assert receipt.total_cents == 8900 + 2 * 1500 + 3 * 1200 + 2500 + 1900
+        assert [p.sku for p in receipt.shipped] == ["boots", "scarf", "gloves", "hat"]
+        assert receipt.shipped[0].tracking == "TRACK-NORTH-BOOTS"
+        assert receipt.backordered == ("umbrella",)
+        assert receipt.refunded_cents == 3000
+        # each line was its own execution on the warehouse that stocks it, started by the order
+        children = await peek.rows(
+            "SELECT actor_id, outcome FROM actor_workflow_executions WHERE parent_id = %s",
+            run.execution_id,
+        )
+        assert sorted(children) == sorted(
+            [
+                ("north", "succeeded"),
+                ("north", "failed"),
+                ("south", "succeeded"),
+                ("south", "succeeded"),
+                ("east", "succeeded"),
+            ]
+        )
+        assert fulfilment.services.ledger.count("refund 3000 cents on o-1") == 1
+        assert len([e for e in fulfilment.services.ledger if e.startswith("label")]) == 4
+        # the same order again attaches to its execution: nothing ships twice
+        again = await store.start(fulfilment.PlaceOrder, fulfilment.order("o-1"))
+        assert again.execution_id == run.execution_id
+        await quiet(app, relay)
+        assert len([e for e in fulfilment.services.ledger if e.startswith("label")]) == 4
+
+
+async def test_fulfilment_main_prints_the_receipt(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fulfilment.services.reset()
+    await fulfilment.main(database_url)
+    out = capsys.readouterr().out
+    assert "backordered=('umbrella',), refunded_cents=3000" in out
+    assert "north: umbrella out of stock" in out

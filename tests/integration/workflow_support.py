@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import akter
 from akter.outbox.relay import Relay
+from tests.apps.relay_procs import RelayProcess
 
 
 @asynccontextmanager
@@ -33,3 +34,20 @@ async def until(probe: Callable[[], Awaitable[Any]], done: Callable[[Any], bool]
             if done(value):
                 return value
             await asyncio.sleep(0.01)
+
+
+@contextmanager
+def relay_processes(database_url: str, app: str) -> Iterator[Callable[..., RelayProcess]]:
+    """A starter of ``akter relay APP`` processes (settings as keyword arguments, ``faults=``);
+    every process it started is killed on exit."""
+    started: list[RelayProcess] = []
+
+    def start(**settings: str) -> RelayProcess:
+        started.append(RelayProcess(database_url, app=app, **settings))
+        return started[-1]
+
+    try:
+        yield start
+    finally:
+        for proc in started:
+            proc.close()

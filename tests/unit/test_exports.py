@@ -21,6 +21,8 @@ PUBLIC = [
     "App",
     "Backoff",
     "Caller",
+    "ChildHandle",
+    "ChildStep",
     "Client",
     "Command",
     "CommandConflict",
