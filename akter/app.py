@@ -27,6 +27,7 @@ from contextlib import asynccontextmanager, contextmanager
 from datetime import timedelta
 from typing import Any
 
+from akter import telemetry
 from akter.actor.client import _LoopThread, _Portal
 from akter.actor.declare import Actor
 from akter.actor.kernel import TurnHook
@@ -291,10 +292,14 @@ class App:
         until nothing it owns is due; leaving the block drains it."""
         async with self._borrow() as engine:
             relay = Relay(engine.sender, settings, plugins=self.plugins_for_relay())
+            # a relay reports the database's gauges (executions by status, the outbox backlog)
+            # to whatever OpenTelemetry SDK the process configured; with none, nothing reads them
+            gauges = telemetry.observe_database(engine.session.url)
             try:
                 await relay.start()
                 yield relay
             finally:
+                gauges.close()
                 await relay.stop()
 
     @contextmanager
