@@ -202,3 +202,16 @@ async def test_no_gauge_read_scans_a_big_table(database_url: str, peek: Peek) ->
     capped = telemetry.DatabaseGauges(database_url, cap=2)
     buckets_due = {(i % 256) - 128 for i in range(50, 60_001, 50)}
     assert sum(n for n, _ in capped.read().backlog.values()) == 2 * len(buckets_due)
+
+
+async def test_a_relay_reports_the_gauges_without_being_asked(database_url: str) -> None:
+    app = demo.make_app(database_url)
+    async with app.relay() as relay, app.client() as client:
+        orders = client.actor(demo.DemoShop, "shop-1", tenant="demo")
+        order = demo.Order("order-1", "warehouse-1", demo.SKU, qty=1, amount_cents=100)
+        await orders.start(demo.Fulfil, order)
+        await quiet(app, relay)
+        counts = _gauge("akter.workflow.execution.count")
+        assert sum(counts.values()) >= 1
+    # once the relay stopped, this process reports them no more
+    assert _gauge("akter.workflow.execution.count") == {}
