@@ -33,6 +33,7 @@ from akter.errors import (
     EffectDefect,
     EmbeddedServerError,
     EventTooLarge,
+    ExecutionKeyConflict,
     ExecutionNotRetryable,
     IncompatibleStoredData,
     InternalCommand,
@@ -72,6 +73,7 @@ from akter.workflow.declare import (
     exponential,
 )
 from akter.workflow.effects import all_ as all
+from akter.workflow.key_policy import KeyReuse
 from akter.workflow.run import Run, Status
 from akter.workflow.schedule_admin import ScheduleInfo, Schedules
 from akter.workflow.schedules import Schedule
@@ -131,6 +133,7 @@ __all__ = [
     "Event",
     "EventTooLarge",
     "ExecutionFilter",
+    "ExecutionKeyConflict",
     "ExecutionNotRetryable",
     "IncompatibleStoredData",
     "InternalCommand",
@@ -141,6 +144,7 @@ __all__ = [
     "InvalidExecutionKey",
     "InvalidInput",
     "InvalidTimerKey",
+    "KeyReuse",
     "PayloadTooLarge",
     "Principal",
     "Query",
