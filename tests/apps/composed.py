@@ -111,7 +111,7 @@ def _undo(value: str) -> str:
 
 async def _held(name: str) -> str:
     gate = GATES.setdefault(name, threading.Event())
-    while not gate.is_set():
+    while not gate.is_set():  # noqa: ASYNC110 -- a thread's event: the attempt stays cancellable
         await asyncio.sleep(0.01)
     return f"held {name}"
 
@@ -172,14 +172,14 @@ async def looping(wf: akter.WorkflowContext, c: Counted) -> Counted:
         pings = c.pings + (0 if got == Nothing else 1)
         if pings == 2:
             return attrs.evolve(c, pings=pings)
-        wf.continue_as_new(attrs.evolve(c, pings=pings))
+        return wf.continue_as_new(attrs.evolve(c, pings=pings))
     n = c.n
     for _ in range(c.every):
         if n == c.total:
             return attrs.evolve(c, n=n)
         await tick(timedelta(0))
         n += 1
-    wf.continue_as_new(attrs.evolve(c, n=n))
+    return wf.continue_as_new(attrs.evolve(c, n=n))
 
 
 app = akter.App([Desk])

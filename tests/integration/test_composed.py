@@ -15,6 +15,7 @@ from returns.result import Failure, Success
 
 import akter
 from akter import codec, testing
+from akter.operate.timeline import render_timeline
 from tests.apps import composed
 from tests.apps.composed import (
     Attaching,
@@ -142,6 +143,9 @@ async def test_a_declared_deadline_interrupts_a_suspended_execution_and_compensa
         run.execution_id,
     )
     assert deadline == timedelta(hours=1)
+    timeline = await client.timeline(run.execution_id)
+    assert timeline.deadline_at is not None
+    assert "  deadline   " in render_timeline(timeline)
     assert await peek.value("SELECT count(*) FROM actor_outbox WHERE timer_key LIKE 'wfdl:%%'") == 1
     await clock.advance(timedelta(minutes=61))
     result = await run.result(timeout=60)
@@ -165,7 +169,8 @@ async def test_a_start_timeout_fires_while_an_activity_runs(
     # the gated activity is running (pending) when the deadline passes
     await until(
         lambda: peek.value(
-            "SELECT count(*) FROM actor_workflow_step WHERE execution_id = %s AND step = 'hold' AND exit IS NULL",
+            "SELECT count(*) FROM actor_workflow_step"
+            " WHERE execution_id = %s AND step = 'hold' AND exit IS NULL",
             run.execution_id,
         ),
         lambda n: n == 1,
@@ -287,7 +292,8 @@ async def test_ten_thousand_iterations_through_continue_as_new_keep_each_run_bou
     result = await run.result(timeout=600)
     assert result == Success(Counted(10_000, total=10_000, every=100))
     runs = await peek.rows(
-        "SELECT run_number, outcome, steps FROM actor_workflow_runs WHERE execution_id = %s ORDER BY run_number",
+        "SELECT run_number, outcome, steps FROM actor_workflow_runs"
+        " WHERE execution_id = %s ORDER BY run_number",
         run.execution_id,
     )
     # a hundred runs of a hundred steps each: what every pass of a run loads stays that size
@@ -322,4 +328,10 @@ async def test_an_event_between_two_runs_is_not_lost(env: tuple[akter.App, Any, 
         "SELECT event_cursor FROM actor_workflow_executions WHERE execution_id = %s", run.execution_id
     )
     assert cursor == 2
+    # the timeline shows the current run and links the one before it
+    timeline = await client.timeline(run.execution_id)
+    assert timeline.run_number == 2
+    assert [(r.run_number, r.outcome, r.steps) for r in timeline.runs] == [(1, "continued", 1)]
+    assert [e.step for e in timeline.entries] == ["pinged#1"]
+    assert "run        2 (the runs before it: 1)" in render_timeline(timeline)
     await quiet(app, relay)
