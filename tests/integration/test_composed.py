@@ -3,6 +3,7 @@ deadlines, keyed-start policies and continue-as-new, on real PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -11,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from returns.result import Failure, Success
 
 import akter
 from akter import codec, testing
+from akter.cli import main
 from akter.operate.timeline import render_timeline
 from tests.apps import composed
 from tests.apps.composed import (
@@ -335,3 +338,27 @@ async def test_an_event_between_two_runs_is_not_lost(env: tuple[akter.App, Any, 
     assert [e.step for e in timeline.entries] == ["pinged#1"]
     assert "run        2 (the runs before it: 1)" in render_timeline(timeline)
     await quiet(app, relay)
+
+
+async def test_the_replay_and_deploy_checks_accept_recorded_builtin_steps_and_later_runs(
+    database_url: str, clock: testing.Clock
+) -> None:
+    app = composed.make_app(database_url)
+    async with running(app) as (relay, client):
+        desk = client.actor(Desk, "checked", tenant="acme")
+        clocked = await desk.start(Clocked, Probe("checked"))  # parks in nap with @now recorded
+        await until(clocked.poll, lambda s: s.status == "suspended")
+        looping = await desk.start(Looping, Counted(0))  # run 2 waits for its ping
+        await desk.send(composed.ping, Ping(1))
+        await until(looping.poll, lambda s: s.status == "suspended")
+        await quiet(app, relay)
+
+    def cli(*args: str) -> Any:
+        return CliRunner().invoke(main, [*args, APP, "--database-url", database_url])
+
+    replayed = await asyncio.to_thread(cli, "workflows", "replay")
+    assert replayed.exit_code == 0, replayed.output
+    assert "Desk.Clocked: 1 of 1 replayed (1 open" in replayed.output
+    assert "Desk.Looping: 1 of 1 replayed (1 open" in replayed.output
+    checked = await asyncio.to_thread(cli, "workflows", "check")
+    assert checked.exit_code == 0, checked.output
