@@ -295,8 +295,10 @@ class Driver:
 
     def _fresh(self, key: StepKey | None) -> bool:
         """Whether the occurrence's row was written (or settled) by this pass."""
-        rows = self.history.get(key, []) if key is not None else []
-        return bool(rows) and rows[-1] is not self._loaded.get(key)  # type: ignore[arg-type]
+        if key is None:
+            return False
+        rows = self.history.get(key, [])
+        return bool(rows) and rows[-1] is not self._loaded.get(key)
 
     def close(self) -> None:
         """Abandon every fiber (the pass is suspending or giving up)."""
