@@ -362,3 +362,24 @@ async def test_the_replay_and_deploy_checks_accept_recorded_builtin_steps_and_la
     assert "Desk.Looping: 1 of 1 replayed (1 open" in replayed.output
     checked = await asyncio.to_thread(cli, "workflows", "check")
     assert checked.exit_code == 0, checked.output
+
+
+async def test_a_deadline_bounds_the_whole_chain_of_runs(
+    env: tuple[akter.App, Any, Any], peek: Peek, clock: testing.Clock
+) -> None:
+    app, relay, client = env
+    desk = client.actor(Desk, "chain", tenant="acme")
+    run = await desk.start(Looping, Counted(0), timeout=timedelta(minutes=10))
+    await desk.send(composed.ping, Ping(1))  # run 1 takes it and continues as new
+    await until(
+        lambda: peek.value(
+            "SELECT run_number FROM actor_workflow_executions WHERE execution_id = %s", run.execution_id
+        ),
+        lambda n: n == 2,
+    )
+    await until(run.poll, lambda s: s.status == "suspended")
+    await clock.advance(timedelta(minutes=11))
+    result = await run.result(timeout=60)
+    assert isinstance(result, Failure)
+    assert result.failure().reason == "deadline of 0:10:00 passed"  # type: ignore[attr-defined]
+    await quiet(app, relay)
