@@ -130,4 +130,14 @@ def register_start_with(workflow: Workflow[Any, Any]) -> Command[Any, Any, str]:
         return stage_start(turn, workflow, payload.input, timeout_ms=ms)
 
     start_with.__annotations__ = {"turn": Turn, "payload": options, "return": str}
-    return workflow.actor.member_command(f"akter.wf.start:{workflow.name}", start_with)
+    actor = workflow.actor
+    command: Command[Any, Any, str] = actor.member_command(f"akter.wf.start:{workflow.name}", start_with)
+    # a start with options is a start: the actor's policy is asked about the start command, so
+    # a policy that restricts ``Workflow.start_command`` cannot be bypassed by adding a timeout
+    policy = actor.access
+
+    def access(caller: Any, asked: Any) -> bool:
+        return policy(caller, workflow.start_command if asked is command else asked)
+
+    actor.access = access
+    return command

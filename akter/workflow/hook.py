@@ -160,11 +160,19 @@ class WorkflowHook:
         # the generation the first handoff of this turn takes (or the runner holds): the
         # statements travel with the turn's write, their answers come once it committed
         handoff = _Handoff(record, runner, None if runner is None else runner.generation(ref))
+        staged: dict[str, Any] = {}  # the inputs of this turn's keyed starts (``key_policy.py``)
         for item in turn.staged.get(LAYER, ()):
             if isinstance(item, StartMark):
                 notify = (
                     await self._start(
-                        conn, turn, record, base=base, item=item, runner=runner, handoff=handoff
+                        conn,
+                        turn,
+                        record,
+                        base=base,
+                        item=item,
+                        runner=runner,
+                        handoff=handoff,
+                        staged=staged,
                     )
                     or notify
                 )
@@ -204,10 +212,11 @@ class WorkflowHook:
         item: StartMark,
         runner: WorkflowRunner | None,
         handoff: _Handoff,
+        staged: dict[str, Any],
     ) -> bool:
         """Write a staged start (or attach, or start a new run: ``key_policy.py``) with its
         deadline (``deadline.py``); whether the relay must be notified."""
-        decision = await key_policy.judge(conn, base, item) if item.keyed else Decision.START
+        decision = await key_policy.judge(conn, base, item, staged) if item.keyed else Decision.START
         if decision is Decision.ATTACH:
             return False  # the same input (or KeyReuse.ATTACH): the start returns the execution
         params = {**base, **self._start_params(turn, item)}

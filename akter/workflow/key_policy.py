@@ -89,13 +89,22 @@ def decide(status: str | None, same_input: bool, policy: KeyReuse, eid: str) -> 
     )
 
 
-async def judge(conn: psycopg.AsyncConnection[Any], base: dict[str, Any], item: StartMark) -> Decision:
-    """Read the key's execution (the turn holds the owner's row lock) and decide."""
+async def judge(
+    conn: psycopg.AsyncConnection[Any], base: dict[str, Any], item: StartMark, staged: dict[str, Any]
+) -> Decision:
+    """Read the key's execution (the turn holds the owner's row lock) and decide. ``staged``:
+    the inputs of the keyed starts this turn wrote so far, by execution id — their rows are
+    written with the turn's own write, after every decision, so they are judged from here."""
     eid = str(item.execution_id)
+    new = json.loads(codec.check(item.payload, item.workflow.input))
+    if eid in staged:
+        return decide("running", staged[eid] == new, item.workflow.key_reuse, eid)
     row = await (await conn.execute(READ, {**base, "eid": eid})).fetchone()
     if row is None:
+        staged[eid] = new
         return Decision.START
     status, stored = row
-    new = json.loads(codec.check(item.payload, item.workflow.input))
-    same = codec.decode_primitive(bytes(stored)) == new
-    return decide(status, same, item.workflow.key_reuse, eid)
+    decision = decide(status, codec.decode_primitive(bytes(stored)) == new, item.workflow.key_reuse, eid)
+    if decision is Decision.NEW_RUN:
+        staged[eid] = new
+    return decision

@@ -141,6 +141,18 @@ Rerunning = Desk.workflow(
 refuse_wait = Refusing.sleep("wait")
 
 
+@attrs.frozen
+class Two:
+    first: Order
+    second: Order
+
+
+@Desk.command
+def start_two(turn: akter.Turn[Tally], cmd: Two) -> None:
+    turn.start(Refusing, cmd.first)
+    turn.start(Refusing, cmd.second)
+
+
 @Refusing.body
 async def refusing(wf: akter.WorkflowContext, order: Order) -> int:
     if order.amount < 0:
@@ -182,8 +194,26 @@ async def looping(wf: akter.WorkflowContext, c: Counted) -> Counted:
     return wf.continue_as_new(attrs.evolve(c, n=n))
 
 
-app = akter.App([Desk])
+# ---- a start with a timeout is a start, for the access policy ----------------------------------
+
+
+def _admins_start(caller: akter.Caller, command: akter.Command) -> bool:  # type: ignore[type-arg]
+    if command is Guarded.start_command:
+        return isinstance(caller, akter.User) and caller.subject == "admin"
+    return True
+
+
+Gate = akter.Actor("Gate", state=Tally, access=_admins_start)
+Guarded = Gate.workflow("Guarded", input=Probe, output=str)
+
+
+@Guarded.body
+async def guarded(wf: akter.WorkflowContext, probe: Probe) -> str:
+    return probe.name
+
+
+app = akter.App([Desk, Gate])
 
 
 def make_app(database_url: str) -> akter.App:
-    return akter.App([Desk], database_url=database_url)
+    return akter.App([Desk, Gate], database_url=database_url)

@@ -383,3 +383,30 @@ async def test_a_deadline_bounds_the_whole_chain_of_runs(
     assert isinstance(result, Failure)
     assert result.failure().reason == "deadline of 0:10:00 passed"  # type: ignore[attr-defined]
     await quiet(app, relay)
+
+
+async def test_a_start_with_a_timeout_is_judged_by_the_policy_as_a_start(database_url: str) -> None:
+    app = composed.make_app(database_url)
+    async with running(app) as (_, client):
+        with pytest.raises(akter.AccessDenied):
+            await client.actor(composed.Gate, "g", tenant="acme").start(
+                composed.Guarded, Probe("x"), timeout=timedelta(minutes=1)
+            )
+    async with app.client(caller=akter.User("admin")) as admin:
+        run = await admin.actor(composed.Gate, "g", tenant="acme").start(
+            composed.Guarded, Probe("y"), timeout=timedelta(minutes=1)
+        )
+        async with app.relay():
+            assert await run.result(timeout=60) == Success("y")
+
+
+async def test_two_keyed_starts_in_one_turn_are_judged_against_each_other(
+    env: tuple[akter.App, Any, Any], peek: Peek
+) -> None:
+    _, _, client = env
+    desk = client.actor(Desk, "k3", tenant="acme")
+    with pytest.raises(akter.ExecutionKeyConflict):
+        await desk.send(composed.start_two, composed.Two(Order("o5", -1), Order("o5", 2)))
+    assert await peek.count("actor_workflow_executions", "k3") == 0  # the turn wrote nothing
+    await desk.send(composed.start_two, composed.Two(Order("o5", -1), Order("o5", -1)))
+    assert await peek.count("actor_workflow_executions", "k3") == 1
