@@ -33,6 +33,7 @@ from akter.errors import (
     EffectDefect,
     EmbeddedServerError,
     EventTooLarge,
+    ExecutionKeyConflict,
     ExecutionNotRetryable,
     IncompatibleStoredData,
     InternalCommand,
@@ -73,6 +74,7 @@ from akter.workflow.declare import (
     exponential,
 )
 from akter.workflow.effects import all_ as all
+from akter.workflow.key_policy import KeyReuse
 from akter.workflow.run import Run, Status
 from akter.workflow.schedule_admin import ScheduleInfo, Schedules
 from akter.workflow.schedules import Schedule
@@ -134,6 +136,7 @@ __all__ = [
     "Event",
     "EventTooLarge",
     "ExecutionFilter",
+    "ExecutionKeyConflict",
     "ExecutionNotRetryable",
     "IncompatibleStoredData",
     "InternalCommand",
@@ -144,6 +147,7 @@ __all__ = [
     "InvalidExecutionKey",
     "InvalidInput",
     "InvalidTimerKey",
+    "KeyReuse",
     "PayloadTooLarge",
     "Principal",
     "Query",

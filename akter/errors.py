@@ -18,6 +18,7 @@ own, and every class says when it is raised and what it carries::
     │   ├── InvalidExecutionId      malformed, foreign tenant, or another member's execution id
     │   ├── InvalidExecutionKey     a workflow key outside 1..256 UTF-8 bytes
     │   ├── ExecutionNotRetryable   a retry of an execution that neither failed nor is blocked
+    │   ├── ExecutionKeyConflict    a keyed start whose key names an execution of another input
     │   ├── InvalidTimerKey         an outbox key with a reserved prefix or bad size
     │   ├── UnknownCommand          the actor type declares no such command
     │   ├── UnknownSchedule         no schedule of that name in that tenant
@@ -127,6 +128,18 @@ class InvalidInput(AkterError, ValueError):
     """Input from a caller is malformed. Nothing was read or written on its behalf. A payload
     that would not read back as it was sent (a field of the wrong type, a naive datetime, a value
     JSON cannot hold) is one; its message names the field (``Ping.n: expected int, got str``)."""
+
+
+class ExecutionKeyConflict(InvalidInput):
+    """A keyed start found an execution under its key that was started with another input: one
+    still open, or a finished one whose workflow's ``key_reuse`` policy is ``REFUSE`` (the
+    default). Nothing was written. ``execution_id`` names the execution the key is taken by,
+    ``finished`` says whether it has finished."""
+
+    def __init__(self, message: str, *, execution_id: str = "", finished: bool = False) -> None:
+        self.execution_id = execution_id
+        self.finished = finished
+        super().__init__(message)
 
 
 class InvalidActorId(InvalidInput):

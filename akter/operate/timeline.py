@@ -26,6 +26,9 @@ from akter.operate.why import Pending, pending_note, why
 from akter.workflow.commands import interrupted_note
 from akter.workflow.driver import StepKey
 
+#: how many earlier runs the text timeline lists (the JSON form has them all)
+RUNS_SHOWN = 10
+
 
 @attrs.frozen
 class Entry:
@@ -47,6 +50,19 @@ class Entry:
 
 
 @attrs.frozen
+class RunEntry:
+    """An ended run of the execution (``continue_as_new``, or a keyed start's new run)."""
+
+    run_number: int
+    #: ``continued``, or the outcome the run finished with before a new run started
+    outcome: str
+    #: how many step rows it had recorded when it ended (they were deleted with it)
+    steps: int
+    started_at: datetime
+    ended_at: datetime
+
+
+@attrs.frozen
 class Timeline:
     execution_id: str
     owner: str
@@ -65,6 +81,12 @@ class Timeline:
     retries: list[str]
     view: ExecutionView
     entries: list[Entry]
+    #: which run the entries are of: 1, then one more per run started after it
+    run_number: int = 1
+    #: the runs before it, oldest first: the links of the chain
+    runs: list[RunEntry] = attrs.Factory(list)
+    #: when the execution is interrupted if it has not finished (``start(..., timeout=)``)
+    deadline_at: datetime | None = None
 
     @property
     def now(self) -> datetime:
@@ -72,11 +94,16 @@ class Timeline:
 
 
 _EXTRA: LiteralString = """
-SELECT interrupted_by, interrupt_reason, retry_of, retried_by,
+SELECT interrupted_by, interrupt_reason, retry_of, retried_by, run_number, deadline_at,
        ARRAY(SELECT r.execution_id FROM actor_workflow_executions r
               WHERE r.routing_key = %(rk)s AND r.retry_of = %(eid)s ORDER BY r.started_at) AS retries
   FROM actor_workflow_executions
  WHERE routing_key = %(rk)s AND execution_id = %(eid)s"""
+
+
+_RUNS: LiteralString = """
+SELECT run_number, outcome, steps, started_at, ended_at FROM actor_workflow_runs
+ WHERE routing_key = %(rk)s AND execution_id = %(eid)s ORDER BY run_number"""
 
 
 def _pending_of(step: StepView) -> Pending:
@@ -130,6 +157,10 @@ async def read_timeline(
     extra = await cur.fetchone()
     if extra is None:  # pragma: no cover -- the same snapshot just read the row
         return None
+    runs: list[RunEntry] = []
+    if extra["run_number"] > 1:
+        await cur.execute(_RUNS, {"rk": eid.owner.routing_key, "eid": str(eid)})
+        runs = [RunEntry(**r) for r in await cur.fetchall()]
     status = view.status
     if view.status == "suspended" and view.blocked_reason is not None:
         status = "blocked"
@@ -163,10 +194,30 @@ async def read_timeline(
         retries=list(extra["retries"]),
         view=view,
         entries=[_entry(s, view.now) for s in view.steps],
+        run_number=extra["run_number"],
+        runs=runs,
+        deadline_at=extra["deadline_at"],
     )
 
 
 # ---- rendering --------------------------------------------------------------------------------
+
+
+def _deadline_and_runs(t: Timeline, now: datetime) -> list[str]:
+    lines = []
+    if t.deadline_at is not None:
+        lines.append(f"  deadline   {when(t.deadline_at, now)}")
+    if t.runs:
+        lines.append(f"  run        {t.run_number} (the runs before it: {len(t.runs)})")
+        shown = t.runs if len(t.runs) <= RUNS_SHOWN else t.runs[-RUNS_SHOWN:]
+        if len(shown) < len(t.runs):
+            lines.append(f"             ... {len(t.runs) - len(shown)} earlier runs")
+        lines += [
+            f"  run {r.run_number:<6} {iso_time(r.started_at)} .. {iso_time(r.ended_at)}: "
+            f"{r.outcome}, {r.steps} steps"
+            for r in shown
+        ]
+    return lines
 
 
 def render_timeline(t: Timeline) -> str:
@@ -189,6 +240,7 @@ def render_timeline(t: Timeline) -> str:
         by = f" (asked by {t.retried_by})" if t.retried_by else ""
         lines.append(f"  retry of   {t.retry_of}{by}")
     lines += [f"  retried as {r}" for r in t.retries]
+    lines += _deadline_and_runs(t, now)
     lines += [
         f"  input      {view.payload.text}",
         f"  acts for   {view.principal.text}",

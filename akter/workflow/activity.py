@@ -55,6 +55,8 @@ class ActivityContext:
     sender: Sender
     occurrence: int = 1
     scope: str = ""
+    #: the execution's run (``continue_as_new.py``): ids of run 2 on never repeat run 1's
+    run_number: int = 1
     _ordinal: int = 0
     #: set when a send found its derived id expired: the outcome is unknown whatever the
     #: activity does next (a body catching the error cannot turn it into a success)
@@ -64,9 +66,10 @@ class ActivityContext:
     def _identity(self) -> str:
         """The step as derived ids name it: the bare name for the body's first occurrence (so
         ids derived before occurrences existed stay the same), else name#occurrence@scope."""
+        run = "" if self.run_number == 1 else f"~run{self.run_number}"
         if self.scope == "" and self.occurrence == 1:
-            return self.step
-        return f"{self.step}#{self.occurrence}@{self.scope}"
+            return f"{self.step}{run}"
+        return f"{self.step}#{self.occurrence}@{self.scope}{run}"
 
     @property
     def client(self) -> ActivityClient:

@@ -201,11 +201,16 @@ def key_of(effect: Effect) -> StepKey | None:
     return effect.handle.key if isinstance(effect, ChildResult) else None
 
 
-def child_id(parent_eid: str, tenant: str, step: ChildStep[Any], actor_id: str, key: StepKey) -> ExecutionId:
-    """The child's execution id, derived from its parent's and the start's occurrence."""
-    digest = hashlib.blake2b(
-        f"{parent_eid}\x00{key.step}\x00{key.scope}\x00{key.occurrence}".encode(), digest_size=12
-    ).hexdigest()
+def child_id(  # noqa: PLR0917 -- the parts the id is derived from
+    parent_eid: str, tenant: str, step: ChildStep[Any], actor_id: str, key: StepKey, run: int = 1
+) -> ExecutionId:
+    """The child's execution id, derived from its parent's, the parent's run (after a
+    continue-as-new, the same start in the next run is another child) and the start's
+    occurrence. A first run's ids are those of parents from before runs existed."""
+    seed = f"{parent_eid}\x00{key.step}\x00{key.scope}\x00{key.occurrence}"
+    if run > 1:
+        seed += f"\x00run {run}"
+    digest = hashlib.blake2b(seed.encode(), digest_size=12).hexdigest()
     ref = ActorRef(tenant, step.child.actor.name, actor_id)
     return ExecutionId(ref, step.child.name, f"{step.name}-{digest}")
 
@@ -226,12 +231,17 @@ class AwaitChildNeed:
     key: StepKey
 
 
-def resolve(
-    effect: StartChild | ChildResult, key: StepKey, rows: Sequence[StepRow], parent_eid: str, tenant: str
+def resolve(  # noqa: PLR0917 -- the driver's view of one child effect
+    effect: StartChild | ChildResult,
+    key: StepKey,
+    rows: Sequence[StepRow],
+    parent_eid: str,
+    tenant: str,
+    run: int = 1,
 ) -> Outcome | StartChildNeed | AwaitChildNeed:
     """A child effect against the recorded history (no I/O)."""
     if isinstance(effect, StartChild):
-        eid = child_id(parent_eid, tenant, effect.step, effect.actor_id, key)
+        eid = child_id(parent_eid, tenant, effect.step, effect.actor_id, key, run)
         if not rows:
             return StartChildNeed(effect, key, eid)
         return Ok(ChildHandle(key=key, execution_id=str(eid), step=effect.step))

@@ -55,6 +55,10 @@ class StartMark:
     execution_id: ExecutionId
     workflow: Workflow[Any, Any]
     payload: Any
+    #: named by a key (the workflow's key function, or one given): the key policy applies
+    keyed: bool = False
+    #: the execution's deadline, from the start (``deadline.py``)
+    timeout_ms: int | None = None
 
 
 #: the longest reason an interrupt may carry (it is stored with the execution)
@@ -106,16 +110,27 @@ def retry_key(key: str) -> str:
     return f"{key[: found.start()]}~retry{int(found.group(1) or 1) + 1}"
 
 
-def stage_start(turn: Turn[Any], workflow: Workflow[Any, Any], payload: Any, key: str | None = None) -> str:
-    """Stage a start of ``workflow`` on the turn's actor; return the execution id."""
+def stage_start(
+    turn: Turn[Any],
+    workflow: Workflow[Any, Any],
+    payload: Any,
+    key: str | None = None,
+    *,
+    timeout_ms: int | None = None,
+) -> str:
+    """Stage a start of ``workflow`` on the turn's actor; return the execution id. Without
+    ``timeout_ms`` the workflow's declared timeout (if any) is the deadline."""
     limits.check_payload(workflow.start_command, payload)
+    keyed = key is not None or workflow.key is not None
+    if timeout_ms is None:
+        timeout_ms = workflow.timeout_ms
     if key is None:
         key = workflow.key(payload) if workflow.key is not None else turn.command_id
         n = sum(1 for s in turn.staged.get(LAYER, []) if isinstance(s, StartMark))
         if workflow.key is None and n:
             key = f"{key}/{n}"  # a second default-keyed start in one turn gets its own execution
     eid = ExecutionId(turn.ref, workflow.name, key)
-    turn.stage(LAYER, StartMark(eid, workflow, payload))
+    turn.stage(LAYER, StartMark(eid, workflow, payload, keyed=keyed, timeout_ms=timeout_ms))
     return str(eid)
 
 

@@ -29,6 +29,8 @@ from typing import Any
 
 import attrs
 
+from akter.workflow.determinism import is_builtin
+
 #: every reason, in the order reports list them
 CODES = (
     "actor_type_missing",
@@ -127,6 +129,8 @@ def _step_problems(
     if start is not None:
         then = {name: (entry["kind"], entry["result"]) for name, entry in start["steps"].items()}
     for name, kind in recorded.items():
+        if is_builtin(name):
+            continue  # akter's own steps (``@now``): declared by akter, never by the code
         # what was really recorded wins over what the start manifest declared
         then[name] = (kind, then.get(name, (kind, None))[1])
     problems: list[Problem] = []

@@ -7,8 +7,10 @@ key, version markers), never from whoever triggered the pass (invariant 9).
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 from akter.callers import Principal
 from akter.ids import ActorRef
@@ -66,14 +68,49 @@ class WorkflowContext:
         ref: ActorRef,
         principal: Principal | None,
         versions: dict[str, int],
+        run_number: int = 1,
     ) -> None:
+        from akter.workflow.determinism import ReplaySafeLogger
+
         self.execution_id = execution_id
+        #: which run of the execution this is: 1, then one more per continue-as-new or new run
+        self.run_number = run_number
+        #: a logger that emits only past a step this pass settled, never on replay
+        self.log = ReplaySafeLogger(self)
         self.key = key
         self.ref = ref
         self.principal = principal
         self._versions = versions
         self.compensations: list[Compensation] = []
         self.finalizers: list[Callable[[], Any]] = []
+
+    def now(self) -> Awaitable[datetime]:
+        """``await wf.now()``: the database clock, recorded the first time and the same on every
+        replay (``determinism.py``)."""
+        from akter.workflow.determinism import Now
+
+        return cast("Awaitable[datetime]", Now())
+
+    def random(self) -> float:
+        """A float in [0, 1) derived from the execution and this call's position: the same on
+        every replay, and nothing is written (``determinism.py``)."""
+        from akter.workflow import determinism
+
+        return determinism.random(self)
+
+    def uuid4(self) -> uuid.UUID:
+        """A version-4 UUID derived like ``random()``: the same on every replay."""
+        from akter.workflow import determinism
+
+        return determinism.uuid4(self)
+
+    def continue_as_new(self, payload: Any) -> NoReturn:
+        """End this run and start the next run of the same execution with ``payload``, in one
+        fenced transaction that keeps the execution id and its event cursor
+        (``continue_as_new.py``). Never returns; compensations do not run, finalizers do."""
+        from akter.workflow.continue_as_new import ContinueAsNew
+
+        raise ContinueAsNew(payload)
 
     def version(self, name: str) -> int:
         """The version marker recorded when the execution started (0 if it predates it)."""

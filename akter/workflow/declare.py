@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from akter.workflow.children import ChildStep
     from akter.workflow.commands import Interrupt, RetryExecution
     from akter.workflow.context import WorkflowContext
+    from akter.workflow.key_policy import KeyReuse
     from akter.workflow.schedules import Schedule
 
 S = TypeVar("S")
@@ -238,11 +239,25 @@ class Actor(ActorType[S]):
         errors: Sequence[type[Exception]] = (),
         key: Callable[[I], str] | None = None,
         versions: dict[str, Versions] | None = None,
+        timeout: timedelta | None = None,
+        key_reuse: KeyReuse | None = None,
     ) -> Workflow[I, Any]:
         """Declare a workflow member named ``name``; decorate its body with ``@Workflow.body``
         (see the README): ``input`` and ``output`` types, declared ``errors``, an optional
-        ``key`` function (a repeated start with the same key attaches) and version markers."""
-        return Workflow(self, name, input=input, output=output, errors=errors, key=key, versions=versions)
+        ``key`` function (a repeated start with the same key and input attaches; ``key_reuse``
+        decides for another input once the execution finished, ``key_policy.py``), version
+        markers, and a ``timeout`` after which an execution is interrupted (``deadline.py``)."""
+        return Workflow(
+            self,
+            name,
+            input=input,
+            output=output,
+            errors=errors,
+            key=key,
+            versions=versions,
+            timeout=timeout,
+            key_reuse=key_reuse,
+        )
 
 
 def workflows_of(actor: ActorType[Any] | None) -> dict[str, Workflow[Any, Any]]:
@@ -263,7 +278,12 @@ class Workflow(Generic[I, O]):
         errors: Sequence[type[Exception]] = (),
         key: Callable[[I], str] | None = None,
         versions: dict[str, Versions] | None = None,
+        timeout: timedelta | None = None,
+        key_reuse: KeyReuse | None = None,
     ) -> None:
+        from akter.workflow import deadline
+        from akter.workflow.key_policy import KeyReuse
+
         problems: list[str] = []
         if not isinstance(name, str) or not _STEP_NAME.fullmatch(name) or name.startswith("akter"):
             problems.append(f"workflow name {name!r} is not valid (letters, digits, _ . : -; not akter*)")
@@ -288,9 +308,17 @@ class Workflow(Generic[I, O]):
                 problems.append(
                     f"version marker {marker!r} needs Versions(current, min) with 0 <= min <= current"
                 )
+        if timeout is not None and not (isinstance(timeout, timedelta) and timeout > timedelta(0)):
+            problems.append(f"timeout must be a positive timedelta, got {timeout!r}")
+        if key_reuse is not None and not isinstance(key_reuse, KeyReuse):
+            problems.append(f"key_reuse must be a KeyReuse, got {key_reuse!r}")
         if problems:
             raise DeclarationError(f"workflow {actor.name}.{name}", problems)
         self.actor = actor
+        #: the declared deadline of every execution (ms), unless a start gives its own
+        self.timeout_ms = deadline.check_timeout(timeout, "timeout")
+        #: what a keyed start with another input does once the key's execution finished
+        self.key_reuse = KeyReuse.REFUSE if key_reuse is None else key_reuse
         self.name = name
         self.input: type[I] = input
         self.output = None if output is type(None) else output
@@ -308,6 +336,8 @@ class Workflow(Generic[I, O]):
         from akter.workflow.children import register_start_child
 
         register_start_child(actor)
+        self.deadline_command: Command[Any, Interrupt, None] = deadline.register(self)
+        self.start_with_command: Command[Any, Any, str] = deadline.register_start_with(self)
 
     def __repr__(self) -> str:
         return f"<workflow {self.actor.name}.{self.name}>"

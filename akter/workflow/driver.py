@@ -51,7 +51,9 @@ from akter import codec
 from akter.errors import CompensationFailed, CorruptRecord, EffectDefect, Interrupted
 from akter.workflow import children, exits
 from akter.workflow.context import Compensation, WorkflowContext, reset_driver, set_driver
+from akter.workflow.continue_as_new import ContinueAsNew
 from akter.workflow.declare import ActivityStep, Workflow
+from akter.workflow.determinism import Now, RecordNow, resolve_now
 from akter.workflow.effects import ActivityCall, All, Effect, Race, Sleep, Wait, as_coroutine
 from akter.workflow.exits import Ok, Outcome, Raise
 
@@ -148,6 +150,7 @@ Need = (
     | ClockDue
     | AwaitEvent
     | SettleRace
+    | RecordNow
     | children.StartChildNeed
     | children.AwaitChildNeed
 )
@@ -189,6 +192,7 @@ class _Fiber:
         "index",
         "join",
         "joins",
+        "live",
         "next_in",
         "outcome",
         "owned_join",
@@ -196,7 +200,13 @@ class _Fiber:
     )
 
     def __init__(
-        self, coro: Coroutine[Any, Any, Any], scope: str, join: _Join | None = None, index: int = 0
+        self,
+        coro: Coroutine[Any, Any, Any],
+        scope: str,
+        join: _Join | None = None,
+        index: int = 0,
+        *,
+        live: bool = False,
     ) -> None:
         self.coro = coro
         self.scope = scope
@@ -210,6 +220,8 @@ class _Fiber:
         self.owned_join: _Join | None = None
         self.counts: dict[str, int] = {}
         self.joins = 0
+        #: the fiber got past a step this pass settled (not a replay): ``wf.log`` emits
+        self.live = live
 
 
 class Driver:
@@ -242,10 +254,14 @@ class Driver:
         self.abandoned: set[str] = set()
         #: the key each awaited effect got, so a compensation finds its forward step
         self._keys: dict[int, StepKey] = {}
+        #: the fiber being stepped right now (``wf.random()`` reads its scope)
+        self.current: _Fiber | None = None
+        #: each occurrence's last row as loaded: a row replaced since was settled by this pass
+        self._loaded = {key: rows[-1] for key, rows in history.items() if rows}
         body = workflow.fn(ctx, payload)
         if not isinstance(body, Coroutine):
             raise EffectDefect(f"the body of {workflow!r} did not return a coroutine")
-        self._spawn(body, "")
+        self._spawn(body, "", live=not self._loaded)
 
     # ---- public protocol -------------------------------------------------------------------
 
@@ -269,6 +285,7 @@ class Driver:
                     continue
                 resolved = self._resolve(fiber.blocked, fiber.blocked_key, now_ms)
                 if isinstance(resolved, Ok | Raise):
+                    fiber.live = self._fresh(fiber.blocked_key)
                     fiber.next_in, fiber.blocked, fiber.blocked_key = resolved, None, None
                     progressed = True
                 elif not isinstance(resolved, _Never):
@@ -287,6 +304,13 @@ class Driver:
             if self.final is not None:
                 return []
             return list(needs.values())
+
+    def _fresh(self, key: StepKey | None) -> bool:
+        """Whether the occurrence's row was written (or settled) by this pass."""
+        if key is None:
+            return False
+        rows = self.history.get(key, [])
+        return bool(rows) and rows[-1] is not self._loaded.get(key)
 
     def close(self) -> None:
         """Abandon every fiber (the pass is suspending or giving up)."""
@@ -315,9 +339,15 @@ class Driver:
     # ---- stepping ---------------------------------------------------------------------------
 
     def _spawn(
-        self, coro: Coroutine[Any, Any, Any], scope: str, join: _Join | None = None, index: int = 0
+        self,
+        coro: Coroutine[Any, Any, Any],
+        scope: str,
+        join: _Join | None = None,
+        index: int = 0,
+        *,
+        live: bool = False,
     ) -> _Fiber:
-        fiber = _Fiber(coro, scope, join, index)
+        fiber = _Fiber(coro, scope, join, index, live=live if join is None else join.parent.live)
         self.fibers.append(fiber)
         return fiber
 
@@ -339,6 +369,7 @@ class Driver:
     def _step(self, fiber: _Fiber) -> None:
         delivered, fiber.next_in = fiber.next_in, None
         token = set_driver(self)
+        self.current = fiber
         try:
             if isinstance(delivered, Raise):
                 yielded = fiber.coro.throw(delivered.error)
@@ -347,10 +378,11 @@ class Driver:
         except StopIteration as stop:
             self._finish(fiber, Ok(stop.value))
             return
-        except Exception as exc:
+        except (Exception, ContinueAsNew) as exc:
             self._finish(fiber, Raise(exc))
             return
         finally:
+            self.current = None
             reset_driver(token)
         if not isinstance(yielded, Effect):
             what = type(yielded).__name__ if yielded is not None else "a bare yield (asyncio.sleep?)"
@@ -380,7 +412,12 @@ class Driver:
             key = StepKey(step.name) if self.legacy else StepKey(step.name, fiber.scope, occurrence)
             self._keys[id(effect)] = key
         else:
-            key = children.key_of(effect)  # a child's result: under its start's occurrence
+            builtin = getattr(effect, "builtin", None)
+            if builtin is not None:  # a built-in step (``determinism.py``): keyed by occurrence too
+                occurrence = fiber.counts[builtin] = fiber.counts.get(builtin, 0) + 1
+                key = StepKey(builtin, fiber.scope, occurrence)
+            else:
+                key = children.key_of(effect)  # a child's result: under its start's occurrence
         if isinstance(effect, Race | All):
             fiber.joins += 1
             self._open_join(fiber, effect, key, f"{fiber.scope}{fiber.joins}.")
@@ -424,7 +461,7 @@ class Driver:
         join.results[fiber.index] = outcome
         if isinstance(join.effect, Race):
             if join.replay_winner is not None:
-                self._resume_parent(join, outcome)
+                self._resume_parent(join, outcome, live=fiber.live)
             elif join.winner is None:
                 join.winner = fiber.index
                 for child in join.children:
@@ -433,13 +470,13 @@ class Driver:
             return
         if isinstance(outcome, Raise):
             self._abandon_join(join)
-            self._resume_parent(join, outcome)
+            self._resume_parent(join, outcome, live=fiber.live)
         elif join.waiting:
             index, coro = join.waiting.pop(0)
             join.children.append(self._spawn(coro, f"{join.prefix}{index}/", join, index))
         elif len(join.results) == len(join.effect.branches):
             values = tuple(join.results[i].value for i in range(len(join.effect.branches)))  # type: ignore[union-attr]
-            self._resume_parent(join, Ok(values))
+            self._resume_parent(join, Ok(values), live=fiber.live)
 
     def _join_need(self, join: _Join) -> SettleRace | None:
         """A decided race waits for its settle to be recorded, then resumes its parent."""
@@ -453,13 +490,14 @@ class Driver:
             outcome = join.results.get(recorded)
             if outcome is None:  # another pass settled the race for another branch
                 raise CorruptRecord(f"race {join.key} recorded winner {recorded} unknown here")
-            self._resume_parent(join, outcome)
+            self._resume_parent(join, outcome, live=self._fresh(join.key))
             return None
         return SettleRace(join.effect, join.key, join.winner)
 
-    def _resume_parent(self, join: _Join, outcome: Outcome) -> None:
+    def _resume_parent(self, join: _Join, outcome: Outcome, *, live: bool) -> None:
         parent = join.parent
         parent.owned_join, parent.blocked, parent.next_in = None, None, outcome
+        parent.live = live
 
     def _abandon_join(self, join: _Join) -> None:
         for child in join.children:
@@ -497,7 +535,7 @@ class Driver:
         if self.phase == "body":
             self.body_outcome = outcome
             self.phase = "finish"
-            self._spawn(_finish_phase(self, outcome), FINISH_SCOPE)
+            self._spawn(_finish_phase(self, outcome), FINISH_SCOPE, live=self.fibers[0].live)
             return
         if self.body_outcome is None:  # pragma: no cover - set above when the body phase ended
             raise AssertionError("cleanups finished before the body did")
@@ -545,7 +583,11 @@ class Driver:
                 return _decode_wait(effect, key, last.exit)
             return AwaitEvent(effect, key, last)
         if isinstance(effect, children.StartChild | children.ChildResult):
-            return children.resolve(effect, key, rows, self.ctx.execution_id, self.ctx.ref.tenant)
+            ctx = self.ctx
+            return children.resolve(effect, key, rows, ctx.execution_id, ctx.ref.tenant, ctx.run_number)
+        if isinstance(effect, Now):
+            now = resolve_now(effect, key, last)
+            return now if isinstance(now, RecordNow) else Ok(now)
         raise EffectDefect(f"the driver cannot interpret {effect!r}")  # pragma: no cover
 
     def _resolve_activity(
@@ -604,7 +646,8 @@ async def _finish_phase(driver: Driver, outcome: Outcome) -> tuple[str, ...]:
     A failing one does not stop the others; the failures are what this fiber returns."""
     ctx = driver.ctx
     failures: list[str] = []
-    if isinstance(outcome, Raise):
+    if isinstance(outcome, Raise) and not isinstance(outcome.error, ContinueAsNew):
+        # a run that continues as new succeeded: nothing to undo
         for entry in reversed(ctx.compensations):
             forward = driver.forward_result(entry)
             if not isinstance(forward, Ok):

@@ -81,7 +81,10 @@ def dumps(history: History) -> str:
 def _execution(e: RecordedExecution) -> dict[str, Any]:
     if e.unreadable is not None:
         raise InvalidInput(f"execution {e.execution_id} cannot be exported: {e.unreadable}")
+    # a first run's file is written as before this field existed
+    run = {} if e.run_number == 1 else {"run_number": e.run_number}
     return {
+        **run,
         "execution_id": e.execution_id,
         "tenant": e.tenant,
         "actor_type": e.actor_type,
@@ -144,6 +147,7 @@ def _read_execution(e: dict[str, Any]) -> RecordedExecution:
         legacy=e["history_format"] == 1,
         outcome=e["outcome"],
         result=e["result"],
+        run_number=int(e.get("run_number", 1)),
     )
 
 

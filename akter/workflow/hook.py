@@ -51,7 +51,7 @@ from akter.errors import CorruptRecord, ExecutionNotRetryable, InvalidExecutionI
 from akter.ids import ActorRef, ExecutionId
 from akter.outbox import queries as outbox_queries
 from akter.outbox.intents import encode_caller
-from akter.workflow import children, manifest, queries
+from akter.workflow import children, deadline, key_policy, manifest, queries
 from akter.workflow.commands import (
     LAYER,
     MAX_REASON,
@@ -64,6 +64,7 @@ from akter.workflow.commands import (
     retry_key,
 )
 from akter.workflow.declare import WaitStep, Workflow, workflows_of
+from akter.workflow.key_policy import Decision
 
 if TYPE_CHECKING:
     from akter.actor.declare import Actor
@@ -159,18 +160,21 @@ class WorkflowHook:
         # the generation the first handoff of this turn takes (or the runner holds): the
         # statements travel with the turn's write, their answers come once it committed
         handoff = _Handoff(record, runner, None if runner is None else runner.generation(ref))
+        staged: dict[str, Any] = {}  # the inputs of this turn's keyed starts (``key_policy.py``)
         for item in turn.staged.get(LAYER, ()):
             if isinstance(item, StartMark):
-                params = {**base, **self._start_params(turn, item)}
-                if runner is None:
-                    notify = True
-                    record.with_write(queries.START, params)
-                    continue
-                # this process runs the first pass itself, once the turn commits, from what the
-                # turn wrote (no load): the timer is only the recovery should it die first
-                params |= {"due": self._recovery_due(record), "activate": handoff.activate()}
-                record.with_write(
-                    queries.START_HERE, params, functools.partial(handoff.started, item, params)
+                notify = (
+                    await self._start(
+                        conn,
+                        turn,
+                        record,
+                        base=base,
+                        item=item,
+                        runner=runner,
+                        handoff=handoff,
+                        staged=staged,
+                    )
+                    or notify
                 )
             elif isinstance(item, ResumeMark):
                 params = {**base, "eid": str(item.execution_id)}
@@ -199,6 +203,43 @@ class WorkflowHook:
                 notify = notify or cur.rowcount > 0
         if notify:
             record.with_write(outbox_queries.NOTIFY, {"bucket_text": str(ref.bucket)})
+
+    async def _start(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        turn: Turn[Any],
+        record: Committed,
+        *,
+        base: dict[str, Any],
+        item: StartMark,
+        runner: WorkflowRunner | None,
+        handoff: _Handoff,
+        staged: dict[str, Any],
+    ) -> bool:
+        """Write a staged start (or attach, or start a new run: ``key_policy.py``) with its
+        deadline (``deadline.py``); whether the relay must be notified."""
+        decision = await key_policy.judge(conn, base, item, staged) if item.keyed else Decision.START
+        if decision is Decision.ATTACH:
+            return False  # the same input (or KeyReuse.ATTACH): the start returns the execution
+        params = {**base, **self._start_params(turn, item)}
+        deadline_params = deadline.arm_params(base, item)
+        if decision is Decision.NEW_RUN:
+            await conn.execute(key_policy.NEW_RUN, params)
+            if deadline_params is not None:
+                await conn.execute(deadline.ARM, deadline_params)
+            return True
+        if runner is None:
+            record.with_write(queries.START, params)
+            if deadline_params is not None:
+                record.with_write(deadline.ARM, deadline_params)
+            return True
+        # this process runs the first pass itself, once the turn commits, from what the turn
+        # wrote (no load): the timer is only the recovery should it die first
+        params |= {"due": self._recovery_due(record), "activate": handoff.activate()}
+        record.with_write(queries.START_HERE, params, functools.partial(handoff.started, item, params))
+        if deadline_params is not None:
+            record.with_write(deadline.ARM, deadline_params)
+        return False
 
     def _recovery_due(self, record: Committed) -> datetime:
         """The recovery time of a pass this process runs, on the database clock the turn read."""

@@ -9,6 +9,7 @@ subscriptions — runs on the engine as usual and reads committed data.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TypeVar
 
 from returns.result import Result
@@ -32,11 +33,19 @@ class SyncJoinedActorHandle(SyncWorkflowActorHandle[S]):
     ) -> Result[O, Exception]:
         return Inline().run(self._handle.send(command, payload, command_id=command_id))
 
-    def start(self, workflow: Workflow[I, O], payload: I, *, command_id: str | None = None) -> SyncRun[O]:
+    def start(
+        self,
+        workflow: Workflow[I, O],
+        payload: I,
+        *,
+        command_id: str | None = None,
+        timeout: timedelta | None = None,
+    ) -> SyncRun[O]:
         handle = self._handle
         if not isinstance(handle, WorkflowActorHandle):  # the sync facade wraps what the async one made
             raise TypeError(f"expected a WorkflowActorHandle, got {type(handle).__name__}")
-        return SyncRun(self._loop, Inline().run(handle.start(workflow, payload, command_id=command_id)))
+        started = handle.start(workflow, payload, command_id=command_id, timeout=timeout)
+        return SyncRun(self._loop, Inline().run(started))
 
 
 class SyncJoinedClient(SyncWorkflowClient):

@@ -58,9 +58,11 @@ from akter.errors import (
 )
 from akter.ids import ActorRef, ExecutionId
 from akter.outbox.intents import decode_caller
-from akter.workflow import activity, adopt, children, exits, queries
+from akter.workflow import activity, adopt, children, continue_as_new, exits, queries
 from akter.workflow.context import WorkflowContext
+from akter.workflow.continue_as_new import ContinueAsNew
 from akter.workflow.declare import Workflow
+from akter.workflow.determinism import RecordNow
 from akter.workflow.driver import (
     AwaitEvent,
     ClockDue,
@@ -298,7 +300,12 @@ class Pass:
             return
         versions = head["versions"] if isinstance(head["versions"], dict) else json.loads(head["versions"])
         ctx = WorkflowContext(
-            execution_id=str(self.eid), key=head["key"], ref=self.ref, principal=principal, versions=versions
+            execution_id=str(self.eid),
+            key=head["key"],
+            ref=self.ref,
+            principal=principal,
+            versions=versions,
+            run_number=head.get("run_number", 1),
         )
         self.cursor = head["event_cursor"]
         self.principal = principal
@@ -414,6 +421,10 @@ class Pass:
                 return True
             case children.StartChildNeed() | children.AwaitChildNeed():
                 return await children.serve(self, need)
+            case RecordNow(key=key):
+                # a zero clock: its due time is the database clock the statement read (sql/010)
+                await self._record(_record_params("clock", key, after_ms=0))
+                return True
         raise AssertionError(need)  # pragma: no cover
 
     def _give_up(self, key: StepKey) -> None:
@@ -500,6 +511,7 @@ class Pass:
             step=key.step,
             occurrence=key.occurrence,
             scope=key.scope,
+            run_number=self._driver().ctx.run_number,
             attempt=attempt,
             started_ms=started_ms,
             tenant=self.ref.tenant,
@@ -692,6 +704,13 @@ class Pass:
         return True
 
     async def _finish(self, workflow: Workflow[Any, Any], final: Ok | Raise) -> None:
+        if isinstance(final, Raise) and isinstance(final.error, ContinueAsNew):
+            try:
+                await self._continue(workflow, final.error)
+            except InvalidInput as exc:
+                final = Raise(Defect(str(exc), error_type="InvalidInput"))
+            else:
+                return
         outcome, exit_ = self._result(workflow, final)
         row = await self._settling(
             queries.FINISH,
@@ -707,6 +726,21 @@ class Pass:
             outcome if row["finished"] else "was already finished",
             extra=logs.fields(execution=self.eid),
         )
+
+    async def _continue(self, workflow: Workflow[Any, Any], signal: ContinueAsNew) -> None:
+        """End this run and start the next (``continue_as_new.py``), then run its first pass
+        here: the generation still holds, so no resume needs to go through the relay."""
+        row = await self._settling(
+            continue_as_new.CONTINUE,
+            {**continue_as_new.params(workflow, signal), "recovery": self.runner.hook.recovery},
+        )
+        log.info(
+            "execution %s",
+            "continued as new" if row["continued"] else "was already finished",
+            extra=logs.fields(execution=self.eid),
+        )
+        if row["continued"]:
+            self.runner.schedule(self.ref, self.eid, self.generation)
 
     @telemetry.traced_outcome
     def _result(self, workflow: Workflow[Any, Any], final: Ok | Raise) -> tuple[str, dict[str, Any]]:

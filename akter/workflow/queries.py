@@ -188,7 +188,7 @@ OFFER_NOW: LiteralString = "SELECT akter_wf_arm(%(rk)s, %(eid)s, %(bucket)s::sma
 # A pass reads the execution and all its steps in one query.
 LOAD: LiteralString = """
 SELECT e.workflow, e.key, e.manifest_hash, e.payload, e.principal, e.versions, e.event_cursor,
-       e.status, e.interrupt, e.history_format,
+       e.status, e.interrupt, e.history_format, e.run_number,
        (extract(epoch FROM akter_now()) * 1000)::bigint AS now_ms,
        s.step, s.scope, s.occurrence, s.attempt, s.kind, s.exit,
        (extract(epoch FROM s.due_at) * 1000)::bigint AS due_ms,

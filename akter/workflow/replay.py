@@ -42,6 +42,7 @@ from akter.ids import ActorRef
 from akter.workflow import children, exits
 from akter.workflow.context import WorkflowContext
 from akter.workflow.declare import Workflow
+from akter.workflow.determinism import BUILTIN_KINDS
 from akter.workflow.driver import (
     AwaitEvent,
     ClockDue,
@@ -95,6 +96,8 @@ class RecordedExecution:
     legacy: bool = False
     outcome: str | None = None
     result: Any = None
+    #: which run of the execution the steps are of (``continue_as_new.py``): seeds ``wf.random()``
+    run_number: int = 1
     unreadable: str | None = None
 
     @property
@@ -168,6 +171,9 @@ class _Recorder(Driver):
         step = getattr(effect, "step", None)
         if key is not None and step is not None:
             self.asks.append(_Ask(fiber.scope, key, step.kind, effect))
+        builtin = getattr(effect, "builtin", None)
+        if builtin is not None and fiber.blocked_key is not None:  # ``wf.now()``: recorded like a step
+            self.asks.append(_Ask(fiber.scope, fiber.blocked_key, BUILTIN_KINDS[builtin], effect))
 
 
 def replay(workflow: Workflow[Any, Any] | None, execution: RecordedExecution, *, now_ms: int) -> Replay:
@@ -204,6 +210,7 @@ def replay(workflow: Workflow[Any, Any] | None, execution: RecordedExecution, *,
         ref=ActorRef(execution.tenant, execution.actor_type, execution.actor_id),
         principal=execution.principal,
         versions=dict(execution.versions),
+        run_number=execution.run_number,
     )
     driver: _Recorder | None = None
     try:

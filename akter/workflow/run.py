@@ -197,9 +197,22 @@ class WorkflowActorHandle(ActorHandle[S]):
         super().__init__(sender, actor, ref, caller)
         self._results = results
 
-    async def start(self, workflow: Workflow[I, O], payload: I, *, command_id: str | None = None) -> Run[O]:
+    async def start(
+        self,
+        workflow: Workflow[I, O],
+        payload: I,
+        *,
+        command_id: str | None = None,
+        timeout: timedelta | None = None,
+    ) -> Run[O]:
         """Start an execution (a turn running the member's start command). With a ``key``
-        function on the workflow, a repeated start attaches to the running execution."""
+        function on the workflow, a repeated start with the same input attaches to the
+        execution (``key_policy.py``). ``timeout``: interrupt the execution if it has not
+        finished that long after its start (``deadline.py``); the workflow's declared timeout
+        otherwise."""
+        from akter.workflow import deadline
+
+        timeout_ms = deadline.check_timeout(timeout, "start(timeout=)")
         if not isinstance(workflow, Workflow) or workflow.actor is not self.actor:
             raise InvalidExecutionId(f"{workflow!r} is not a workflow member of {self.actor.name}")
         if not isinstance(payload, workflow.input):
@@ -219,7 +232,12 @@ class WorkflowActorHandle(ActorHandle[S]):
             ExecutionId(self.ref, workflow.name, str(given or self._sender.mint_command_id()))
         # an id not given is minted by the send itself, which mints it again if the database
         # clock has moved past it, and may take the turn in one round trip (a fresh id)
-        record = await self._sender.send(self.ref, workflow.start_command, payload, given, self.caller)
+        if timeout_ms is None:
+            record = await self._sender.send(self.ref, workflow.start_command, payload, given, self.caller)
+        else:
+            command = workflow.start_with_command
+            options = command.input(input=payload, timeout_ms=timeout_ms)
+            record = await self._sender.send(self.ref, command, options, given, self.caller)
         return Run(
             self._sender,
             self._results,
@@ -280,11 +298,19 @@ class SyncRun(Generic[O]):
 
 
 class SyncWorkflowActorHandle(SyncActorHandle[S]):
-    def start(self, workflow: Workflow[I, O], payload: I, *, command_id: str | None = None) -> SyncRun[O]:
+    def start(
+        self,
+        workflow: Workflow[I, O],
+        payload: I,
+        *,
+        command_id: str | None = None,
+        timeout: timedelta | None = None,
+    ) -> SyncRun[O]:
         handle = self._handle
         if not isinstance(handle, WorkflowActorHandle):  # the sync facade wraps what the async one made
             raise TypeError(f"expected a WorkflowActorHandle, got {type(handle).__name__}")
-        return SyncRun(self._loop, self._loop.run(handle.start(workflow, payload, command_id=command_id)))
+        started = handle.start(workflow, payload, command_id=command_id, timeout=timeout)
+        return SyncRun(self._loop, self._loop.run(started))
 
     def run(self, workflow: Workflow[Any, O], execution_id: str) -> SyncRun[O]:
         handle = self._handle

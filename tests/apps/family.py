@@ -137,6 +137,27 @@ async def detached(wf: akter.WorkflowContext, o: OrderIn) -> str:
     return repr(results)
 
 
+@attrs.frozen
+class Rounds:
+    sku: str
+    left: int
+    done: tuple[str, ...] = ()
+
+
+Rounds_ = Orders.workflow("Rounds", input=Rounds, output=str)
+round_line = Rounds_.child("line", Fulfil)
+
+
+@Rounds_.body
+async def rounds(wf: akter.WorkflowContext, r: Rounds) -> str:
+    """One child per run, the same start in every run: each run's child is a new execution."""
+    child = await round_line.start("w-r", Line(r.sku))
+    done = (*r.done, child.execution_id)
+    if r.left > 0:
+        return wf.continue_as_new(Rounds(r.sku, r.left - 1, done))
+    return " ".join(done)
+
+
 app = akter.App([Orders, Warehouse])
 
 

@@ -20,7 +20,7 @@ from akter.cli.inspect import inspect_group
 from akter.inspect.children import ChildProgress
 from akter.operate.timeline import render_timeline
 from tests.apps import family
-from tests.apps.family import Detached, Line, One, Order, OrderIn, Orders, Release, Summary, Warehouse
+from tests.apps.family import Detached, Line, One, Order, OrderIn, Orders, Release, Rounds, Summary, Warehouse
 from tests.apps.relay_procs import RelayProcess
 from tests.integration.conftest import Peek
 from tests.integration.workflow_support import quiet, relay_processes, running, until
@@ -274,3 +274,17 @@ async def test_a_child_whose_start_arrives_after_its_parent_was_interrupted_is_i
     )
     assert interrupts == [(False,)]  # the child's own, from its start turn
     await quiet(app, relay)
+
+
+async def test_each_run_of_a_continued_parent_starts_its_own_child(env: Any, peek: Peek) -> None:
+    app, relay, client = env
+    run = await client.actor(Orders, "o-r", tenant="acme").start(family.Rounds_, Rounds("r", left=2))
+    ids = (await run.result(timeout=60)).unwrap().split()
+    # the same start in three runs: three children, none attached to an earlier run's (their
+    # starts are delivered through the outbox, the last one perhaps after the parent finished)
+    assert len(set(ids)) == 3
+    await quiet(app, relay)
+    children = await peek.rows(
+        "SELECT execution_id FROM actor_workflow_executions WHERE parent_id = %s ORDER BY 1", run.execution_id
+    )
+    assert sorted(c for (c,) in children) == sorted(ids)

@@ -1,0 +1,143 @@
+"""Execution deadlines: ``start(..., timeout=)`` and a workflow's declared ``timeout``.
+
+Past its deadline an execution is interrupted — the path of ``run.interrupt()``
+(``commands.py``, ``sql/006``): its in-flight attempts settle, its compensations run, and its
+result is ``Failure(Interrupted(by="system:deadline", reason="deadline of ... passed"))``.
+
+The deadline is a keyed intent in the owner's outbox (timer key ``wfdl:<execution id>``), written
+by the start turn in its transaction, due at the start's database clock plus the timeout. It is
+durable as every intent is: it fires while the execution is suspended (nothing in memory waits
+for it), and a relay that dies after claiming it leaves it to be claimed again. Its command is
+the member's internal ``akter.wf.deadline:<workflow>``, so the actor's access policy (written for
+its users) never refuses it; its caller is ``System(source="deadline")`` acting for nobody, which
+is what ``interrupted_by`` records. A finish deletes it in the same transaction (a trigger,
+``sql/015``), so a finished execution leaves no intent behind; one delivered after the finish
+anyway would be a no-op, as any interrupt of a finished execution is.
+
+The deadline bounds the execution, not a run: a ``continue_as_new`` keeps it (Temporal's
+execution timeout), while a new run started by a keyed start (``KeyReuse.NEW_RUN``) gets its own.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Final, LiteralString
+
+from akter import codec
+from akter.actor.turn import Turn
+from akter.callers import System
+from akter.errors import InvalidInput
+from akter.outbox.intents import encode_caller
+from akter.workflow.commands import LAYER, Interrupt, InterruptMark
+
+if TYPE_CHECKING:
+    from akter.actor.declare import Command
+    from akter.workflow.commands import StartMark
+    from akter.workflow.declare import Workflow
+
+#: the outbox timer key prefix of deadlines (``wf:`` is the execution's own timer)
+KEY_PREFIX = "wfdl:"
+CALLER = System(source="deadline")
+
+# The start turn sets the deadline of the execution it just inserted (or started a new run of)
+# and arms its intent; a repeated keyed start that attached writes neither.
+ARM: Final[LiteralString] = """
+WITH x AS (
+    UPDATE actor_workflow_executions
+       SET deadline_at = akter_now() + %(timeout_ms)s * interval '1 millisecond'
+     WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND status <> 'finished'
+    RETURNING routing_key, tenant, actor_type, actor_id, execution_id, deadline_at, trace_context)
+INSERT INTO actor_outbox (routing_key, tenant, actor_type, actor_id, intent_id, bucket, due_at,
+                          timer_key, target_type, target_id, command, payload, caller, created_at,
+                          trace_context)
+SELECT x.routing_key, x.tenant, x.actor_type, x.actor_id, akter_mint_intent_id(x.deadline_at),
+       %(bucket)s, x.deadline_at, 'wfdl:' || x.execution_id, x.actor_type, x.actor_id, %(command)s,
+       %(payload)s, %(caller)s, akter_now(), x.trace_context
+  FROM x
+ON CONFLICT (routing_key, tenant, actor_type, actor_id, timer_key) WHERE timer_key IS NOT NULL
+DO UPDATE SET intent_id = excluded.intent_id, due_at = excluded.due_at, payload = excluded.payload,
+              command = excluded.command, caller = excluded.caller, attempts = 0, last_error = NULL,
+              claim = NULL, claimed_by = NULL, created_at = excluded.created_at,
+              trace_context = excluded.trace_context"""
+
+
+def command_name(workflow: Workflow[Any, Any]) -> str:
+    return f"akter.wf.deadline:{workflow.name}"
+
+
+def check_timeout(timeout: object, what: str) -> int | None:
+    """A timeout as milliseconds; ``InvalidInput`` unless a positive ``timedelta`` (or None)."""
+    if timeout is None:
+        return None
+    if not isinstance(timeout, timedelta) or timeout <= timedelta(0):
+        raise InvalidInput(f"{what} takes a positive timedelta, got {timeout!r}")
+    return timeout // timedelta(milliseconds=1)
+
+
+def reason(timeout_ms: int) -> str:
+    return f"deadline of {timedelta(milliseconds=timeout_ms)} passed"
+
+
+def register(workflow: Workflow[Any, Any]) -> Command[Any, Interrupt, None]:
+    """The internal command a deadline intent delivers: an interrupt, checked and written by
+    the workflow hook exactly as ``run.interrupt()``'s is."""
+
+    def deadline(turn: Turn[Any], payload: Interrupt) -> None:
+        turn.stage(LAYER, InterruptMark(workflow, payload.execution_id, payload.reason))
+
+    deadline.__annotations__ = {"turn": Turn, "payload": Interrupt, "return": None}
+    return workflow.actor.internal_command(command_name(workflow), deadline)
+
+
+def arm_params(base: dict[str, Any], item: StartMark) -> dict[str, Any] | None:
+    """The parameters of ``ARM`` for a start with a timeout (None: no deadline)."""
+    if item.timeout_ms is None:
+        return None
+    eid = str(item.execution_id)
+    payload = Interrupt(eid, reason(item.timeout_ms))
+    return {
+        **base,
+        "eid": eid,
+        "timeout_ms": item.timeout_ms,
+        "command": command_name(item.workflow),
+        "payload": codec.frame(codec.check(payload, Interrupt)),
+        "caller": encode_caller(CALLER),
+    }
+
+
+def register_start_with(workflow: Workflow[Any, Any]) -> Command[Any, Any, str]:
+    """``akter.wf.start:<workflow>`` (public, under the access policy): a start with options —
+    what ``start(..., timeout=)`` sends. Its payload is the input and the timeout."""
+    import attrs
+
+    from akter.workflow.commands import stage_start
+
+    options = attrs.make_class(
+        "StartWith",
+        {
+            "input": attrs.field(type=workflow.input),
+            "timeout_ms": attrs.field(type=int | None, default=None),  # type: ignore[arg-type]
+        },
+        frozen=True,
+    )
+
+    def start_with(turn: Turn[Any], payload: Any) -> str:
+        ms = (
+            check_timeout(timedelta(milliseconds=payload.timeout_ms), "timeout")
+            if payload.timeout_ms
+            else None
+        )
+        return stage_start(turn, workflow, payload.input, timeout_ms=ms)
+
+    start_with.__annotations__ = {"turn": Turn, "payload": options, "return": str}
+    actor = workflow.actor
+    command: Command[Any, Any, str] = actor.member_command(f"akter.wf.start:{workflow.name}", start_with)
+    # a start with options is a start: the actor's policy is asked about the start command, so
+    # a policy that restricts ``Workflow.start_command`` cannot be bypassed by adding a timeout
+    policy = actor.access
+
+    def access(caller: Any, asked: Any) -> bool:
+        return policy(caller, workflow.start_command if asked is command else asked)
+
+    actor.access = access
+    return command
