@@ -712,11 +712,12 @@ class Pass:
             else:
                 return
         outcome, exit_ = self._result(workflow, final)
+        result = codec.encode(exit_)
         row = await self._settling(
             queries.FINISH,
             {
                 "outcome": outcome,
-                "result": codec.encode(exit_),
+                "result": result,
                 "interrupt_exit": INTERRUPT_EXIT,
                 "drop_steps": self.runner.drop_steps,
             },
@@ -726,6 +727,11 @@ class Pass:
             outcome if row["finished"] else "was already finished",
             extra=logs.fields(execution=self.eid),
         )
+        if row["finished"] and outcome != "interrupted":
+            # committed: a ``run.result()`` waiting in this process has it now, not after the
+            # notification's trip through the server and a read (an interrupt's result names
+            # who asked, which the row holds: that one is read)
+            self.sender.session.listener.hand_over(str(self.eid), result)
 
     async def _continue(self, workflow: Workflow[Any, Any], signal: ContinueAsNew) -> None:
         """End this run and start the next (``continue_as_new.py``), then run its first pass

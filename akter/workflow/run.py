@@ -159,6 +159,9 @@ class Run(Generic[O]):
             await finished.ready(left())
             while True:
                 finished.clear()
+                if isinstance(finished.value, bytes):
+                    # a pass of this process finished it and handed the stored result over
+                    return decode_result(self.workflow, finished.value)
                 try:
                     # a restart may leave the pool empty for a while: never wait past a poll
                     async with self._sender.pool.connection(timeout=max(left(), 0.1)) as conn:
