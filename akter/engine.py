@@ -112,12 +112,14 @@ class Engine:
                 if not migrate:
                     await _require_migrated(conn, url)
                 window, now_ms = await _read_deployment(conn)
+                # the estimate from the reading as it arrives, not after the declarations' writes
+                skew_ms = now_ms - local_ms()
                 await _accept_declarations(conn, app)
         except BaseException:
             await pool.close()
             raise
         listener = Listener(url, FINISHED_CHANNEL, channels=(EVENTS_CHANNEL,), name="akter-results")
-        session = Session(url, pool, listener, retry_window_ms=window, skew_ms=now_ms - local_ms())
+        session = Session(url, pool, listener, retry_window_ms=window, skew_ms=skew_ms)
         return cls(app, session)
 
     async def close(self) -> None:

@@ -72,12 +72,13 @@ $$;
 CREATE PROCEDURE akter_turn_check(
     p_rk bigint, p_tenant text, p_actor_type text, p_actor_id text, p_command_id text,
     p_version bigint, p_state_md5 text, p_shape text, p_expires_ms bigint, p_now_ms bigint,
-    p_behind_ms integer
+    p_behind_ms integer,
+    -- the database clock the check read: the process corrects its estimate from it
+    OUT db_now_ms bigint
 )
 LANGUAGE plpgsql AS $$
 DECLARE
     held bigint;
-    db_now_ms bigint;
 BEGIN
     SELECT g.version INTO held FROM actor_generations g
      WHERE g.routing_key = p_rk AND g.tenant = p_tenant

@@ -93,10 +93,22 @@ class Committed:
     #: written inside a transaction the application owns (``akter.actor.joined``): it commits
     #: when the application commits, and no ``on_commit`` action or after-commit hook runs
     joined: bool = False
+    #: ``now_ms`` is this process's estimate of the database clock (an optimistic turn: the
+    #: lock checked it within ``cache.BEHIND_MS`` behind), not a reading: never a source for
+    #: correcting the estimate (``database_now_ms`` is)
+    estimated: bool = False
+    _read_ms: list[int] = attrs.field(factory=list, init=False, eq=False, repr=False)
     _after: list[Callable[[], None]] = attrs.field(factory=list, init=False, eq=False, repr=False)
     _batched: list[tuple[Any, dict[str, Any], Callable[[tuple[Any, ...] | None], None] | None]] = attrs.field(
         factory=list, init=False, eq=False, repr=False
     )
+
+    @property
+    def database_now_ms(self) -> int | None:
+        """The database clock this turn read (to correct an estimate of it), if it read one."""
+        if self._read_ms:
+            return self._read_ms[0]
+        return None if self.estimated else self.now_ms
 
     def with_write(
         self,
@@ -416,6 +428,8 @@ async def _turn_optimistic(
         cache.stale(request.ref, known)
         return None, prior
     cache.hits += 1
+    if record.database_now_ms is not None:
+        cache.observe_clock(record.database_now_ms)
     cache.remember(request.ref, _after_write(known.version or 0, row, write, record))
     for (_, _, answer), answered in zip(record._batched, answers, strict=True):
         if answer is not None:
@@ -457,7 +471,7 @@ async def _prepare_optimistic(
     when the write cannot be prepared from the remembered state (its size, a value that does not
     store: the loaded state decides) or a hook needs the connection."""
     try:
-        write, record = _prepare_write(request, row, turn, outcome)
+        write, record = _prepare_write(request, row, turn, outcome, estimated=True)
     except Exception:
         return None
     if isinstance(outcome, Success):
@@ -497,7 +511,10 @@ async def _send_optimistic(  # noqa: PLR0917 -- the parts of one optimistic turn
     ]
     split = faults.armed("turn.before_commit")
     await cur.execute(("BEGIN; " + "; ".join(parts) + ("" if split else "; COMMIT")).encode())
-    cur.nextset()  # BEGIN's result, then the check's
+    cur.nextset()  # BEGIN's result, then the check's: the clock it read
+    checked = await cur.fetchone()
+    if checked is not None and checked[0] is not None:
+        record._read_ms.append(int(checked[0]))
     cur.nextset()
     answers = await _answers(cur, batched)
     if split:
@@ -577,7 +594,7 @@ async def _handle(request: _Request, row: queries.Loaded) -> tuple[Turn[Any], Ou
 
 
 def _prepare_write(
-    request: _Request, row: queries.Loaded, turn: Turn[Any], outcome: Outcome
+    request: _Request, row: queries.Loaded, turn: Turn[Any], outcome: Outcome, *, estimated: bool = False
 ) -> tuple[dict[str, Any], Committed]:
     """The parameters of the turn's write and the record it will commit. A declared failure
     writes only its receipt: no state, no events."""
@@ -618,6 +635,7 @@ def _prepare_write(
         replayed=False,
         now_ms=row.now_ms,
         events=events,
+        estimated=estimated,
     )
     return write, record
 

@@ -36,7 +36,7 @@ BEGIN_AND_LOAD_VERSIONED: LiteralString = (
 #: process assumed; SQLSTATE ``STALE`` when it does not hold.
 CHECK: LiteralString = (
     f"CALL akter_turn_check({_KEY}, %(command_id)s, %(version)s, %(state_md5)s, %(shape)s,"
-    " %(expires_ms)s, %(now_ms)s, %(behind_ms)s)"
+    " %(expires_ms)s, %(now_ms)s, %(behind_ms)s, NULL)"
 )
 STALE = "AKT01"
 

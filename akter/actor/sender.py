@@ -112,7 +112,8 @@ class Sender:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
             else:
-                self.session.observe_clock(record.now_ms)
+                if record.database_now_ms is not None:
+                    self.session.observe_clock(record.database_now_ms)
                 return record
 
 
