@@ -244,4 +244,3 @@ async def test_a_start_after_the_clock_jumped_past_the_retry_window_goes_through
         # which mints it again when the database finds it expired
         run = await handle.start(flows.Settle, flows.Job("second", seconds=600))
         assert (await run.poll()).status in {"running", "suspended"}
-
