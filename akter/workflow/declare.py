@@ -146,6 +146,9 @@ class ActivityStep(Step, Generic[T]):
     errors: tuple[type[Exception], ...] = ()
     retry: Retry = Retry()
     timeout: timedelta | None = None
+    #: an attempt whose outcome cannot be known: "attention" (the execution needs attention,
+    #: and a person resolves it) or "fail" (the body raises ``ActivityOutcomeUnknown``)
+    on_unknown: str = "attention"
 
     kind = "activity"
 
@@ -304,6 +307,9 @@ class Workflow(Generic[I, O]):
         self.start_command: Command[Any, I, str] = register_commands(self)
         self.interrupt_command: Command[Any, Interrupt, None] = register_interrupt(self)
         self.retry_command: Command[Any, RetryExecution, None] = register_retry(self)
+        from akter.workflow.holds import register_hold_commands
+
+        self.pause_command, self.unpause_command, self.resolve_command = register_hold_commands(self)
 
     def __repr__(self) -> str:
         return f"<workflow {self.actor.name}.{self.name}>"
@@ -343,6 +349,7 @@ class Workflow(Generic[I, O]):
         errors: Sequence[type[Exception]] = (),
         retry: Retry = ...,
         timeout: timedelta | None = None,
+        on_unknown: str = ...,
     ) -> ActivityStep[T]: ...
 
     @overload
@@ -354,6 +361,7 @@ class Workflow(Generic[I, O]):
         errors: Sequence[type[Exception]] = (),
         retry: Retry = ...,
         timeout: timedelta | None = None,
+        on_unknown: str = ...,
     ) -> ActivityStep[None]: ...
 
     def activity(
@@ -364,9 +372,15 @@ class Workflow(Generic[I, O]):
         errors: Sequence[type[Exception]] = (),
         retry: Retry = Retry(),
         timeout: timedelta | None = None,
+        on_unknown: str = "attention",
     ) -> ActivityStep[Any]:
-        """Declare an activity step; ``success`` is its result type (None for no result)."""
+        """Declare an activity step; ``success`` is its result type (None for no result).
+        ``on_unknown``: what an attempt whose outcome cannot be known does (only an activity that
+        sends commands with derived ids has one): ``"attention"`` (the default) leaves it for a
+        person to resolve, ``"fail"`` raises ``ActivityOutcomeUnknown`` in the body."""
         problems = [*codec.unsupported(success, "success"), *_error_problems(errors)]
+        if on_unknown not in ("attention", "fail"):
+            problems.append(f"on_unknown must be 'attention' or 'fail', not {on_unknown!r}")
         if problems:
             raise DeclarationError(f"activity {self.name}.{name}", problems)
         step: ActivityStep[Any] = ActivityStep(
@@ -376,6 +390,7 @@ class Workflow(Generic[I, O]):
             errors=tuple(errors),
             retry=retry,
             timeout=timeout,
+            on_unknown=on_unknown,
         )
         self._add(step)
         return step

@@ -51,7 +51,7 @@ from akter.errors import CorruptRecord, ExecutionNotRetryable, InvalidExecutionI
 from akter.ids import ActorRef, ExecutionId
 from akter.outbox import queries as outbox_queries
 from akter.outbox.intents import encode_caller
-from akter.workflow import manifest, queries
+from akter.workflow import holds, manifest, queries
 from akter.workflow.commands import (
     LAYER,
     MAX_REASON,
@@ -190,6 +190,8 @@ class WorkflowHook:
             elif isinstance(item, RetryMark):
                 await self._retry(conn, turn, base, item)
                 notify = True
+            elif isinstance(item, holds.HoldMark):
+                notify = await holds.apply(conn, turn, base, item) or notify
         if record.events:
             tags = sorted({tag for _, tag, _ in record.events} & self.tags.get(ref.actor_type, frozenset()))
             if tags:
@@ -234,6 +236,8 @@ class WorkflowHook:
         status, armed = row
         if status is None:
             raise InvalidExecutionId(f"no execution {eid} exists")
+        if status == "needs_attention":  # the interrupt is its resolution
+            await holds.interrupt_attention(conn, item.workflow, eid, turn.caller, params, item.reason)
         return bool(armed)
 
     async def _retry(
