@@ -41,7 +41,7 @@ from akter.actor.declare import Actor, Command
 from akter.callers import Caller
 from akter.errors import AccessDenied, AkterError, InvalidExecutionId, InvalidInput
 from akter.ids import ActorRef, CommandId, ExecutionId
-from akter.operate.query import ExecutionFilter, iterate
+from akter.operate.query import DEFAULT_PAGE, ExecutionFilter, iterate
 from akter.workflow.commands import MAX_REASON, Interrupt, RetryExecution, retry_key
 from akter.workflow.declare import Workflow, workflows_of
 from akter.workflow.holds import Pause, Resolve, Unpause
@@ -189,51 +189,66 @@ async def each_matching(
     act: Callable[[str], Awaitable[Acted]],
     *,
     statuses: tuple[str, ...],
+    page_size: int = DEFAULT_PAGE,
 ) -> AsyncIterator[Acted]:
     """``act`` on every execution ``where`` matches whose status is one of ``statuses`` (all of
     them when ``where`` names none), a page at a time, yielding each outcome as it comes."""
     wanted = tuple(s for s in (where.status or statuses) if s in statuses)
     if not wanted:
         return
-    async for row in iterate(engine.pool, attrs.evolve(where, status=wanted)):
+    async for row in iterate(engine.pool, attrs.evolve(where, status=wanted), page_size=page_size):
         yield await act(row.execution_id)
 
 
 def interrupt_matching(
-    engine: Engine, where: ExecutionFilter, *, caller: Caller, reason: str | None = None
+    engine: Engine,
+    where: ExecutionFilter,
+    *,
+    caller: Caller,
+    reason: str | None = None,
+    page_size: int = DEFAULT_PAGE,
 ) -> AsyncIterator[Acted]:
     """Interrupt every open execution ``where`` matches."""
     act = functools.partial(interrupt, engine, caller=caller, reason=reason)
-    return each_matching(engine, where, act, statuses=OPEN_STATUSES)
+    return each_matching(engine, where, act, statuses=OPEN_STATUSES, page_size=page_size)
 
 
-async def retry_matching(engine: Engine, where: ExecutionFilter, *, caller: Caller) -> AsyncIterator[Acted]:
+async def retry_matching(
+    engine: Engine, where: ExecutionFilter, *, caller: Caller, page_size: int = DEFAULT_PAGE
+) -> AsyncIterator[Acted]:
     """Retry every failed or defect execution ``where`` matches, and offer every blocked one
     again (a filter on outcome leaves the blocked ones out: they have none)."""
     act = functools.partial(retry, engine, caller=caller)
     if not where.outcome:
-        async for acted in each_matching(engine, where, act, statuses=("blocked",)):
+        async for acted in each_matching(engine, where, act, statuses=("blocked",), page_size=page_size):
             yield acted
     failed = tuple(o for o in (where.outcome or RETRIED_OUTCOMES) if o in RETRIED_OUTCOMES)
     if failed:
         async for acted in each_matching(
-            engine, attrs.evolve(where, outcome=failed), act, statuses=("finished",)
+            engine, attrs.evolve(where, outcome=failed), act, statuses=("finished",), page_size=page_size
         ):
             yield acted
 
 
 def pause_matching(
-    engine: Engine, where: ExecutionFilter, *, caller: Caller, reason: str | None = None
+    engine: Engine,
+    where: ExecutionFilter,
+    *,
+    caller: Caller,
+    reason: str | None = None,
+    page_size: int = DEFAULT_PAGE,
 ) -> AsyncIterator[Acted]:
     """Pause every open execution ``where`` matches that is not paused already."""
     act = functools.partial(pause, engine, caller=caller, reason=reason)
-    return each_matching(engine, where, act, statuses=PAUSABLE)
+    return each_matching(engine, where, act, statuses=PAUSABLE, page_size=page_size)
 
 
-def unpause_matching(engine: Engine, where: ExecutionFilter, *, caller: Caller) -> AsyncIterator[Acted]:
+def unpause_matching(
+    engine: Engine, where: ExecutionFilter, *, caller: Caller, page_size: int = DEFAULT_PAGE
+) -> AsyncIterator[Acted]:
     """Resume every paused execution ``where`` matches."""
     act = functools.partial(unpause, engine, caller=caller)
-    return each_matching(engine, where, act, statuses=("paused",))
+    return each_matching(engine, where, act, statuses=("paused",), page_size=page_size)
 
 
 # ---- pause, resume, resolve ---------------------------------------------------------------------
@@ -254,7 +269,7 @@ async def pause(engine: Engine, execution_id: str, *, caller: Caller, reason: st
     refused = await _send(engine, eid, workflow.pause_command, Pause(execution_id, reason), caller)
     if refused is not None:
         return refused
-    held = "paused" if status.status == "suspended" else "pause requested"
+    held = "paused now" if status.status == "suspended" else "pause requested"
     return Acted(execution_id, done=True, message=held)
 
 
@@ -267,7 +282,7 @@ async def unpause(engine: Engine, execution_id: str, *, caller: Caller) -> Acted
     if status.paused_by is None:
         return Acted(execution_id, done=False, message=f"not paused ({status.status})")
     refused = await _send(engine, eid, workflow.unpause_command, Unpause(execution_id), caller)
-    return refused or Acted(execution_id, done=True, message="resumed")
+    return refused or Acted(execution_id, done=True, message="goes on now")
 
 
 def _resolution(
@@ -300,15 +315,15 @@ async def resolve(
     refused = await _send(engine, eid, workflow.resolve_command, payload, caller)
     if refused is not None:
         return refused
-    return Acted(execution_id, done=True, message=f"resolved: {_DONE[decision]}")
+    return Acted(execution_id, done=True, message=_DONE[decision])
 
 
 _DONE = {
-    "result": "the result supplied",
-    "error": "the error supplied",
-    "retry": "one more attempt",
+    "result": "its result supplied; it goes on",
+    "error": "its error supplied; it goes on",
+    "retry": "one more attempt allowed; it goes on",
     "fail": "failed",
-    "interrupt": "interrupted",
+    "interrupt": "interrupted; it compensates and finishes",
 }
 
 

@@ -124,20 +124,21 @@ class Operations:
         return done
 
     def each_matching(
-        self, verb: str, where: ExecutionFilter, *, reason: str | None = None
+        self, verb: str, where: ExecutionFilter, *, reason: str | None = None, page_size: int = DEFAULT_PAGE
     ) -> AsyncIterator[Acted]:
         """``verb`` (interrupt, retry, pause, resume) every execution ``where`` matches, yielding
         what each action did as it goes: one page of executions is held at a time, however many
         match (the ``*_executions`` methods collect these into a list)."""
         engine: Engine = self.sender
+        who, size = self.caller, page_size
         if verb == "interrupt":
-            return actions.interrupt_matching(engine, where, caller=self.caller, reason=reason)
+            return actions.interrupt_matching(engine, where, caller=who, reason=reason, page_size=size)
         if verb == "retry":
-            return actions.retry_matching(engine, where, caller=self.caller)
+            return actions.retry_matching(engine, where, caller=who, page_size=size)
         if verb == "pause":
-            return actions.pause_matching(engine, where, caller=self.caller, reason=reason)
+            return actions.pause_matching(engine, where, caller=who, reason=reason, page_size=size)
         if verb == "resume":
-            return actions.unpause_matching(engine, where, caller=self.caller)
+            return actions.unpause_matching(engine, where, caller=who, page_size=size)
         raise InvalidInput(f"each_matching does one of {', '.join(VERBS)}, not {verb!r}")
 
     async def resolve(

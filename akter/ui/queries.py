@@ -16,8 +16,9 @@ from psycopg.rows import dict_row
 
 from akter.errors import InvalidInput
 
-#: the statuses the page filters by: the stored ones, and ``needs attention`` (an open execution
-#: a runner left blocked, or a finished one that did not succeed)
+#: the statuses the page filters by: the stored ones, and ``needs attention`` (an execution whose
+#: status is ``needs_attention``, an open execution a runner left blocked, or a finished one that
+#: did not succeed)
 STATUSES = ("running", "suspended", "finished", "attention")
 OUTCOMES = ("succeeded", "failed", "defect", "interrupted")
 MAX_ROWS = 500
@@ -79,7 +80,7 @@ class ListFilter:
 
 
 _ATTENTION: LiteralString = (
-    "(blocked_reason IS NOT NULL AND status <> 'finished'"
+    "(status = 'needs_attention' OR blocked_reason IS NOT NULL AND status <> 'finished'"
     " OR status = 'finished' AND outcome IN ('failed', 'defect'))"
 )
 

@@ -128,7 +128,7 @@ async def test_an_unknown_outcome_needs_attention_and_an_operator_supplies_the_r
     assert await status_of(peek, eid) == "needs_attention"
 
     acted = await env.client.resolve(eid, result=7)
-    assert (acted.done, acted.message) == (True, "resolved: the result supplied")
+    assert (acted.done, acted.message) == (True, "its result supplied; it goes on")
     outcome = await env.client.run(Settle, eid, tenant="acme").result(timeout=60)
     assert outcome == Success(Done("ledger 7; principal User(subject='ann'); tenant acme"))
     # the effect was not repeated: the receiver still holds the first run's two commands
@@ -305,7 +305,7 @@ async def test_a_pause_lets_the_attempt_in_flight_finish_then_holds(env: Env, pe
     assert (row.paused_by, row.pause_reason) == ("user:ann", "drain before deploy")
 
     [resumed] = await env.client.resume_executions(where=akter.ExecutionFilter(status="paused"))
-    assert (resumed.done, resumed.message) == (True, "resumed")
+    assert (resumed.done, resumed.message) == (True, "goes on now")
     outcome = await run.result(timeout=60)
     assert outcome == Success(Done("ledger 2; principal User(subject='ann'); tenant acme"))
     assert flows.CALLS["inflight-hold"] == 1
@@ -326,7 +326,7 @@ async def test_a_pause_holds_across_a_relay_restart_and_loses_nothing(
             await until(run.poll, lambda s: s.status == "suspended")
             paused = await cli(database_url, "pause", eid, "--reason", "deploy", "--as", "ops")
             assert paused.returncode == 0, paused.stderr
-            assert paused.stdout.endswith(": paused\n")
+            assert paused.stdout.endswith(": paused now\n")
             assert await peek.rows(
                 "SELECT status, paused_by, pause_reason FROM actor_workflow_executions"
                 " WHERE execution_id = %s",
@@ -356,3 +356,50 @@ async def test_a_pause_holds_across_a_relay_restart_and_loses_nothing(
         first.close()
         if second is not None:
             second.close()
+
+
+async def test_an_interrupt_of_an_execution_that_needs_attention_resolves_it(
+    env: Env, peek: Peek, clock: testing.Clock
+) -> None:
+    eid = (await unknown_outcomes(env, peek, clock, "stop"))["stop"]
+    await env.client.run(Settle, eid, tenant="acme").interrupt(reason="not worth it")
+    outcome = await env.client.run(Settle, eid, tenant="acme").result(timeout=60)
+    assert isinstance(outcome, Failure)
+    assert str(outcome.failure()) == "interrupted by user:ann: not worth it"
+    exit_ = await peek.value(
+        "SELECT exit FROM actor_workflow_step WHERE execution_id = %s AND step = 'ledger'", eid
+    )
+    recorded = json.loads(akter.codec.unframe(bytes(exit_)))
+    # its outcome stays unknown, settled after the interrupt, with who decided
+    assert recorded["defect"]["type"] == "ActivityOutcomeUnknown"
+    assert (recorded["after_interrupt"], recorded["resolved_by"]) == (True, "user:ann")
+    assert await receipts(peek, "stop") == 2
+
+
+async def test_pause_and_resume_every_match_a_page_at_a_time(env: Env, peek: Peek) -> None:
+    names = [f"many-{i}" for i in range(5)]
+    runs = [
+        await env.client.actor(Flows, "pm", tenant="acme").start(Settle, Job(name, seconds=600))
+        for name in names
+    ]
+    await quiet(env.app, env.relay)
+    where = akter.ExecutionFilter(tenant="acme", actor_type="Flows", actor_id="pm")
+    acted = [a async for a in env.client.each_matching("pause", where, reason="drain", page_size=2)]
+    # every match, newest first, across three pages of two
+    assert [a.execution_id for a in acted] == [r.execution_id for r in reversed(runs)]
+    assert all((a.done, a.message) == (True, "paused now") for a in acted)
+    assert await peek.value(
+        "SELECT count(*) FROM actor_workflow_executions WHERE actor_id = 'pm' AND status = 'paused'"
+    ) == len(names)
+    again = [a async for a in env.client.each_matching("pause", where, page_size=2)]
+    assert again == []  # paused ones are not paused again
+    resumed = await cli(env.url, "resume", "--actor-id", "pm", "--tenant", "acme", "--actor-type", "Flows")
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.count(": goes on now\n") == len(names)
+    await until(
+        lambda: peek.value(
+            "SELECT count(*) FROM actor_workflow_executions WHERE actor_id = 'pm' AND status = 'suspended'"
+        ),
+        lambda n: n == len(names),
+    )
+    assert await peek.value("SELECT count(*) FROM actor_workflow_executions WHERE paused_at IS NOT NULL") == 0
