@@ -38,6 +38,7 @@ import attrs
 import psycopg
 
 from akter import codec, tagged
+from akter.actor import limits
 from akter.actor.turn import Turn
 from akter.callers import Caller
 from akter.errors import (
@@ -46,14 +47,16 @@ from akter.errors import (
     InvalidExecutionId,
     InvalidInput,
     InvalidResolution,
+    ResultTooLarge,
 )
 from akter.ids import ExecutionId
 from akter.workflow.commands import LAYER, MAX_REASON, interrupter_key, parse_for
+from akter.workflow.declare import ActivityStep
 from akter.workflow.driver import StepKey, StepRow
 
 if TYPE_CHECKING:
     from akter.actor.declare import Command
-    from akter.workflow.declare import ActivityStep, Workflow
+    from akter.workflow.declare import Workflow
 
 #: what a resolution may decide: supply the attempt's result or a declared error, allow one more
 #: attempt (or pass), fail the execution, or interrupt it
@@ -291,9 +294,9 @@ async def resolve(  # noqa: PLR0917 -- the turn's connection, what it resolves, 
         await conn.execute(RESOLVED, marks)
         return
     activity = workflow.steps.get(step)
-    if activity is None or activity.kind != "activity":
+    if not isinstance(activity, ActivityStep):
         raise ExecutionNotResolvable(f"{eid} waits at activity {key}, which this App no longer declares")
-    exit_ = {**decided_exit(activity, payload, reason or "outcome unknown", now_ms), **note}  # type: ignore[arg-type]
+    exit_ = {**decided_exit(activity, payload, reason or "outcome unknown", now_ms), **note}
     settle = {**params, "step": step, "scope": scope, "occurrence": occurrence, "attempt": attempt}
     cur = await conn.execute(SETTLE_ATTEMPT, {**settle, "exit": codec.encode(exit_)})
     if cur.rowcount != 1:
@@ -309,12 +312,14 @@ def decided_exit(step: ActivityStep[Any], payload: Resolve, unknown: str, now_ms
                 raise InvalidResolution(f"a result for {step.qualified_name} needs a value")
             try:
                 value = codec.from_primitive(json.loads(payload.value), step.success)
-                return {"ok": json.loads(codec.check(value, step.success))}
-            except (ValueError, CorruptRecord, InvalidInput) as exc:
+                primitive = json.loads(codec.check(value, step.success))
+                limits.check_result(step.workflow.actor, step.qualified_name, primitive)
+            except (ValueError, CorruptRecord, InvalidInput, ResultTooLarge) as exc:
                 raise InvalidResolution(
                     f"the result supplied for {step.qualified_name} is not a "
                     f"{_type_name(step.success)}: {exc}"
                 ) from exc
+            return {"ok": primitive}
         case "error":
             try:
                 body = json.loads(payload.value or "null")
