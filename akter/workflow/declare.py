@@ -15,8 +15,9 @@ A workflow is declared on an actor type at module level, with static step names,
 A step called from the body returns an effect value (``effects.py``); the driver (``driver.py``)
 interprets it. Declaring a step while a body runs is a defect ("unregistered step"): a step
 created at run time would have no stable identity to replay against. Declaring the workflow also
-registers its start command (public, named after the member) and its interrupt command (public,
-``akter.wf.interrupt:<name>``) on the actor. Every type a workflow stores (input, output, activity
+registers its start command (public, named after the member) and its operators' commands
+(public: ``akter.wf.interrupt:<name>``, ``retry``, ``pause``, ``unpause``, ``resolve``) on the
+actor. Every type a workflow stores (input, output, activity
 results, declared errors' fields) is checked by ``codec.unsupported`` when declared, so an
 unstorable one is refused here with its path.
 """

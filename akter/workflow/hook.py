@@ -12,7 +12,8 @@ Inside the turn's transaction, under the owner's row lock:
   (``runner.py``) inside the turn, which holds the row lock already, when the runner holds none:
   the pass then needs no activation commit of its own;
 * an interrupt checks its execution id, flags the execution with who asked and makes its timer
-  due now, with a ``NOTIFY``;
+  due now, with a ``NOTIFY`` (one that needs attention is resolved as interrupted);
+* a pause, unpause or resolution of an execution is applied by ``holds.py``;
 * emitted events make the timers of pending matching waits due now (invariant 6).
 
 After commit, a resume hands its execution to the runner of this process that owns the actor.

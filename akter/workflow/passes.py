@@ -21,6 +21,12 @@ their timeout bounds them), recording each attempt's real outcome marked ``after
 Only then does the driver abandon the body and run the compensations — so nothing is undone
 before its forward action settled, and a step that succeeded after the interrupt is undone too.
 
+**Holds.** A pass that knows of a pause, or ran an attempt whose outcome is unknown (declared
+``on_unknown="attention"``), starts nothing new, lets its in-flight attempts settle, and holds
+(``holds.py``): the execution is ``paused`` or ``needs_attention`` until a person acts. An
+interrupt goes first. An exception escaping a pass is counted by the runner; passes failing in a
+row make the execution need attention too.
+
 **No spinning.** A suspension refused because something new arrived makes the pass read it and
 go on. A refusal that brings nothing the pass could act on (no row changed since the last one)
 is never retried at once: the pass backs off, doubling up to ``MAX_BACKOFF``, and logs it

@@ -393,9 +393,14 @@ async def test_pause_and_resume_every_match_a_page_at_a_time(env: Env, peek: Pee
     ) == len(names)
     again = [a async for a in env.client.each_matching("pause", where, page_size=2)]
     assert again == []  # paused ones are not paused again
-    resumed = await cli(env.url, "resume", "--actor-id", "pm", "--tenant", "acme", "--actor-type", "Flows")
+    resumed = await cli(
+        env.url, "resume", "--actor-id", "pm", "--tenant", "acme", "--actor-type", "Flows", "--json"
+    )
     assert resumed.returncode == 0, resumed.stderr
-    assert resumed.stdout.count(": goes on now\n") == len(names)
+    # one JSON document, written as each execution was resumed
+    assert [(a["done"], a["message"]) for a in json.loads(resumed.stdout)["acted"]] == [
+        (True, "goes on now")
+    ] * len(names)
     await until(
         lambda: peek.value(
             "SELECT count(*) FROM actor_workflow_executions WHERE actor_id = 'pm' AND status = 'suspended'"
