@@ -408,3 +408,22 @@ async def test_pause_and_resume_every_match_a_page_at_a_time(env: Env, peek: Pee
         lambda n: n == len(names),
     )
     assert await peek.value("SELECT count(*) FROM actor_workflow_executions WHERE paused_at IS NOT NULL") == 0
+
+
+async def test_a_pause_asked_while_it_needs_attention_holds_it_after_the_resolution(
+    env: Env, peek: Peek, clock: testing.Clock
+) -> None:
+    eid = (await unknown_outcomes(env, peek, clock, "both"))["both"]
+    [paused] = await env.client.pause_executions(eid, reason="after the fix")
+    assert (paused.done, paused.message) == (True, "pause requested")
+    [row] = [r async for r in env.client.executions(status="needs_attention")]
+    assert row.waiting.endswith("(paused by user:ann: after the fix too)")
+    assert (await env.client.resolve(eid, result=7)).done
+    # resolved, and paused rather than resumed: the resolution waits for the resume
+    await until(lambda: status_of(peek, eid), lambda s: s == "paused")
+    await quiet(env.app, env.relay)
+    assert await status_of(peek, eid) == "paused"
+    [resumed] = await env.client.resume_executions(eid)
+    assert resumed.done, resumed.message
+    outcome = await env.client.run(Settle, eid, tenant="acme").result(timeout=60)
+    assert outcome == Success(Done("ledger 7; principal User(subject='ann'); tenant acme"))
