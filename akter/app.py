@@ -59,6 +59,9 @@ class App:
     deployment's setting, 7 days by default; never less than the retry window).
     ``drop_steps_at_finish`` deletes an execution's steps when it finishes, for deployments that
     want the smallest tables and need no inspection or replay of finished histories.
+    ``failed_pass_limit``: how many passes of one execution may fail in a row (an exception
+    escaping the pass itself, not a declared error) before it needs attention instead of being
+    retried by its recovery timer again (``akter.workflow.holds``).
 
     ``migrate_on_start``: apply the ``sql/`` migrations when the engine starts. ``None`` (the
     default) migrates only the embedded PostgreSQL (no ``database_url``, no
@@ -77,6 +80,7 @@ class App:
         workflow_retention: timedelta | None = None,
         drop_steps_at_finish: bool = False,
         migrate_on_start: bool | None = None,
+        failed_pass_limit: int = 5,
     ) -> None:
         problems: list[str] = []
         self.actors: dict[str, Actor[Any]] = {}
@@ -99,6 +103,7 @@ class App:
         self.workflow_retention = workflow_retention
         self.drop_steps_at_finish = drop_steps_at_finish
         self.migrate_on_start = migrate_on_start
+        self.failed_pass_limit = failed_pass_limit
         #: layers above the kernel (outbox, workflows) that take part in every turn
         self.hooks: list[TurnHook] = [OutboxHook()]
         #: work that runs beside every relay of this App (the workflow passes)
@@ -131,7 +136,11 @@ class App:
         # first, so that workflow rows are written before the outbox rows of the same turn
         self.hooks.insert(0, hook)
         self.workflow_runner = WorkflowRunner(
-            self.actors, hook, retention=self.workflow_retention, drop_steps=self.drop_steps_at_finish
+            self.actors,
+            hook,
+            retention=self.workflow_retention,
+            drop_steps=self.drop_steps_at_finish,
+            failed_pass_limit=self.failed_pass_limit,
         )
         self.relay_plugins.append(self.workflow_runner)
 

@@ -19,6 +19,8 @@ own, and every class says when it is raised and what it carries::
     │   ├── InvalidExecutionKey     a workflow key outside 1..256 UTF-8 bytes
     │   ├── ExecutionNotRetryable   a retry of an execution that neither failed nor is blocked
     │   ├── ExecutionKeyConflict    a keyed start whose key names an execution of another input
+    │   ├── ExecutionNotResolvable  a resolution of an execution that does not need it (or not so)
+    │   ├── InvalidResolution       a resolution's result or error is not of the step's declared types
     │   ├── InvalidTimerKey         an outbox key with a reserved prefix or bad size
     │   ├── UnknownCommand          the actor type declares no such command
     │   ├── UnknownSchedule         no schedule of that name in that tenant
@@ -166,6 +168,19 @@ class ExecutionNotRetryable(InvalidInput):
     """An operator's retry (``akter.wf.retry:<Workflow>``) named an execution there is nothing to
     retry of: it succeeded or was interrupted, it is running or suspended without being blocked,
     it was retried already, or its stored input no longer decodes. Nothing was written."""
+
+
+class ExecutionNotResolvable(InvalidInput):
+    """A resolution (``akter.wf.resolve:<Workflow>``, ``client.resolve``) or an operator's
+    interrupt of an execution seen needing attention found it otherwise: it does not need
+    attention (any more), another decision resolved it first (the message says whose), or it
+    needs attention for another reason than the one resolved. Nothing was written."""
+
+
+class InvalidResolution(InvalidInput):
+    """A resolution supplied a result that is not of the waiting activity's declared success
+    type, an error the activity does not declare, or a decision akter does not know. Nothing
+    was written; the execution still needs attention."""
 
 
 class InvalidTimerKey(InvalidInput):

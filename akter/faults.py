@@ -44,6 +44,7 @@ POINTS = frozenset(
         "workflow.before_activity",
         "workflow.before_settle",
         "workflow.before_suspend",
+        "operate.before_send",
     }
 )
 
@@ -142,5 +143,8 @@ async def hit(point: str, *ids: str) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
             return  # not reached: SIGKILL cannot be caught
         if fault.once:
+            if fault not in faults:
+                continue  # taken by another caller while this one was blocked
             faults.remove(fault)
         await fault._block()
+        return  # one pause per hit: two armed at one point hold two callers side by side

@@ -63,7 +63,7 @@ COMMANDS = {
     ),
     "executions": Lazy(
         "akter.cli.executions:executions_group",
-        "Find workflow executions across actors, show one as a timeline, interrupt or retry them.",
+        "Find workflow executions across actors, show one as a timeline, act on them.",
     ),
     "inspect": Lazy(
         "akter.cli.inspect:inspect_group",

@@ -1,10 +1,10 @@
-"""``akter executions``: find executions, show one as a timeline, interrupt or retry them.
+"""``akter executions``: find executions, show one as a timeline, act on them.
 
 The commands print what ``akter.operate`` returns. ``list``, ``counts`` and ``show`` only read,
-through a read-only connection (``akter.inspect``), one snapshot each. ``interrupt`` and
-``retry`` start APP's engine and send the workflow member's commands as the operator — a
-``User`` named by ``--as`` (``AKTER_OPERATOR``, else the login name) — so the actors' access
-policies decide, and the executions record who asked.
+through a read-only connection (``akter.inspect``), one snapshot each. ``interrupt``,
+``retry``, ``pause``, ``resume`` and ``resolve`` start APP's engine and send the workflow
+member's commands as the operator — a ``User`` named by ``--as`` (``AKTER_OPERATOR``, else the
+login name) — so the actors' access policies decide, and the executions record who asked.
 
 Exit codes: 0 done (or shown), 1 nothing matched, no such execution, or an action refused,
 2 usage, configuration or database errors.
@@ -24,7 +24,7 @@ import click
 import psycopg
 import psycopg_pool
 
-from akter.callers import User
+from akter.callers import Caller, User
 from akter.cli import support as cli_support
 from akter.cli.inspect import database_option, json_option, load_app_url, parse_execution_id, read_view
 from akter.errors import AkterError, ConfigurationError, InvalidInput
@@ -143,7 +143,9 @@ def _echo_json(data: Any) -> None:
     "2 usage/configuration/database error.",
 )
 def executions_group() -> None:
-    """Find workflow executions across actors, show one as a timeline, interrupt or retry them.
+    """Find workflow executions across actors, show one as a timeline, act on them.
+
+    Acting on them: interrupt, retry, pause, resume, resolve (an execution that needs attention).
 
     APP is module:attribute naming an akter.App; its declarations decode what is shown, and its
     engine sends what interrupt and retry ask for."""
@@ -293,28 +295,73 @@ def _with_client(
         _fail(one_line(exc))
 
 
-def _report(acted: Sequence[Acted], as_json: bool, verb: str) -> NoReturn:
-    from akter.operate.query import readable
+class _Report:
+    """Prints each action's outcome as it comes (a filter may match many: nothing is kept but
+    the counts), as lines or as one JSON document ``{"acted": [...]}`` written as it goes."""
 
-    if as_json:
-        _echo_json(
-            {
-                "acted": [
-                    {**jsonable(a), "error": None if a.error is None else one_line(a.error)} for a in acted
-                ]
-            }
-        )
-    for a in acted:
-        line = f"{readable(a.execution_id)}: {a.message}"
-        if as_json:
-            continue
-        if a.done:
-            click.echo(f"{verb} {line}")
+    def __init__(self, verb: str, as_json: bool) -> None:
+        self.verb = verb
+        self.as_json = as_json
+        self.count = 0
+        self.refused = 0
+
+    def __call__(self, a: Acted) -> None:
+        from akter.operate.query import readable
+
+        if self.as_json:
+            item = {**jsonable(a), "error": None if a.error is None else one_line(a.error)}
+            text = json.dumps(jsonable(item), indent=2, sort_keys=True).replace("\n", "\n    ")
+            click.echo(('{\n  "acted": [\n    ' if not self.count else ",\n    ") + text, nl=False)
+        elif a.done:
+            click.echo(f"{self.verb} {readable(a.execution_id)}: {a.message}")
         else:
-            click.echo(f"akter: not {verb} {line}", err=True)
-    if not acted:
-        click.echo("akter: no execution matched", err=True)
-    sys.exit(EXIT_OK if acted and all(a.done for a in acted) else EXIT_NOTHING)
+            click.echo(f"akter: not {self.verb} {readable(a.execution_id)}: {a.message}", err=True)
+        self.count += 1
+        self.refused += not a.done
+
+    def finish(self) -> NoReturn:
+        if self.as_json:
+            click.echo("\n  ]\n}" if self.count else '{\n  "acted": []\n}')
+        if not self.count:
+            click.echo("akter: no execution matched", err=True)
+        sys.exit(EXIT_OK if self.count and not self.refused else EXIT_NOTHING)
+
+
+def _act(
+    app_path: str,
+    database_url: str | None,
+    operator: str | None,
+    execution_ids: Sequence[str],
+    where: ExecutionFilter | None,
+    *,
+    verb: str,
+    shown: str,
+    reason: str | None = None,
+    as_json: bool,
+) -> NoReturn:
+    """``verb`` the executions named, then every one ``where`` matches, reporting each."""
+    from akter.operate import actions
+
+    report = _Report(shown, as_json)
+
+    def one(engine: Any, execution_id: str, who: Caller) -> Awaitable[Acted]:
+        if verb == "interrupt":
+            return actions.interrupt(engine, execution_id, caller=who, reason=reason)
+        if verb == "retry":
+            return actions.retry(engine, execution_id, caller=who)
+        if verb == "pause":
+            return actions.pause(engine, execution_id, caller=who, reason=reason)
+        return actions.unpause(engine, execution_id, caller=who)
+
+    async def act(client: Any) -> None:
+        for execution_id in execution_ids:
+            report(await one(client.sender, execution_id, client.caller))
+        if where is not None:
+            async for acted in client.each_matching(verb, where, reason=reason):
+                report(acted)
+
+    _with_client(app_path, database_url, _operator(operator), act)
+    report.finish()
 
 
 _operator_option = click.option(
@@ -333,62 +380,156 @@ def _targets(execution_ids: Sequence[str], where: ExecutionFilter | None) -> Non
         parse_execution_id(execution_id)
 
 
-@executions_group.command("interrupt")
+def _action_command(verb: str, shown: str, doc: str, reason_help: str | None = None) -> None:
+    """Register ``akter executions VERB APP [ID]... [filters]``: ``verb`` the executions named,
+    and every one the filters match, sent as the operator."""
+
+    def command(
+        *,
+        app_path: str,
+        execution_ids: tuple[str, ...],
+        operator: str | None,
+        database_url: str | None,
+        as_json: bool,
+        reason: str | None = None,
+        **options: Any,
+    ) -> None:
+        where = _filter(options)
+        _targets(execution_ids, where)
+        _act(
+            app_path,
+            database_url,
+            operator,
+            execution_ids,
+            where,
+            verb=verb,
+            shown=shown,
+            reason=reason,
+            as_json=as_json,
+        )
+
+    command.__doc__ = doc
+    decorated: Any = command
+    for option in (json_option, database_option, _operator_option):
+        decorated = option(decorated)
+    if reason_help is not None:
+        decorated = click.option("--reason", help=reason_help)(decorated)
+    decorated = _filter_options(decorated)
+    decorated = click.argument("execution_ids", metavar="[ID]...", nargs=-1)(decorated)
+    decorated = click.argument("app_path", metavar="APP")(decorated)
+    executions_group.command(verb)(decorated)
+
+
+_action_command(
+    "interrupt",
+    "interrupted",
+    """Interrupt the executions named, and every open one the filters match: each replays to its
+    first unsettled step, runs its compensations and finishes as interrupted. One that needs
+    attention is resolved as interrupted, unless a decision on it came first.""",
+    "Why: recorded with the execution; its result and timeline show it.",
+)
+_action_command(
+    "retry",
+    "retried",
+    """Retry the executions named, and every failed, defect or blocked one the filters match.
+
+    A failed or defect execution starts again as a new execution with the same input, linked to
+    the old one; a blocked one is offered to runners again now.""",
+)
+_action_command(
+    "pause",
+    "paused",
+    """Pause the executions named, and every open one the filters match: each finishes its
+    in-flight attempts, then holds until resumed. Timers keep firing into the paused state;
+    what they bring is applied after the resume.""",
+    "Why: recorded with the execution; the list and timeline show it.",
+)
+_action_command(
+    "resume",
+    "resumed",
+    """Resume the paused executions named, and every paused one the filters match: each goes
+    on now, applying what came due while it was paused.""",
+)
+
+
+# ---- resolve ----------------------------------------------------------------------------------
+
+
+@executions_group.command("resolve")
 @click.argument("app_path", metavar="APP")
-@click.argument("execution_ids", metavar="[ID]...", nargs=-1)
-@_filter_options
-@click.option("--reason", help="Why: recorded with the execution; its result and timeline show it.")
+@click.argument("execution_id", metavar="ID")
+@click.option(
+    "--result", "result", metavar="JSON", help="The waiting activity's result, as JSON of its type."
+)
+@click.option(
+    "--error", "error", metavar="TYPE", help="One of the activity's declared errors, by class name."
+)
+@click.option(
+    "--fields", metavar="JSON", default="{}", show_default=True, help="The --error's fields, as JSON."
+)
+@click.option("--retry", is_flag=True, help="Allow one more attempt (new derived ids), or one more pass.")
+@click.option(
+    "--fail", "fail_it", is_flag=True, help="Fail it: the activity ends with ActivityOutcomeUnknown."
+)
+@click.option("--reason", help="Why (kept with an interrupt's resolution).")
 @_operator_option
 @database_option
 @json_option
-def interrupt_command(
+def resolve_command(
     *,
     app_path: str,
-    execution_ids: tuple[str, ...],
+    execution_id: str,
+    result: str | None,
+    error: str | None,
+    fields: str,
+    retry: bool,
+    fail_it: bool,
     reason: str | None,
     operator: str | None,
     database_url: str | None,
     as_json: bool,
-    **options: Any,
 ) -> None:
-    """Interrupt the executions named, and every open one the filters match: each replays to its
-    first unsettled step, runs its compensations and finishes as interrupted."""
-    where = _filter(options)
-    _targets(execution_ids, where)
-    who = _operator(operator)
-    acted = _with_client(
-        app_path,
-        database_url,
-        who,
-        lambda client: client.interrupt_executions(*execution_ids, where=where, reason=reason),
-    )
-    _report(acted, as_json, "interrupted")
+    """Resolve an execution that needs attention: supply the waiting activity's result
+    (checked against its declared type), supply a declared error, allow one more attempt, or
+    fail it. The decision is recorded as the attempt's exit with who made it, and the
+    execution goes on."""
+    from akter.operate import actions
 
+    parse_execution_id(execution_id)
+    chosen = [
+        n
+        for n, given in (
+            ("result", result is not None),
+            ("error", error),
+            ("retry", retry),
+            ("fail", fail_it),
+        )
+        if given
+    ]
+    if len(chosen) != 1:
+        raise click.UsageError("give exactly one of --result, --error, --retry, --fail")
+    [decision] = chosen
+    value: str | None = None
+    try:
+        if result is not None:
+            value = json.dumps(json.loads(result))
+        elif error is not None:
+            value = json.dumps({"type": error, "value": json.loads(fields)})
+    except ValueError as exc:
+        raise click.UsageError(f"--result/--fields must be JSON: {exc}") from exc
+    report = _Report("resolved", as_json)
 
-@executions_group.command("retry")
-@click.argument("app_path", metavar="APP")
-@click.argument("execution_ids", metavar="[ID]...", nargs=-1)
-@_filter_options
-@_operator_option
-@database_option
-@json_option
-def retry_command(
-    *,
-    app_path: str,
-    execution_ids: tuple[str, ...],
-    operator: str | None,
-    database_url: str | None,
-    as_json: bool,
-    **options: Any,
-) -> None:
-    """Retry the executions named, and every failed, defect or blocked one the filters match.
+    async def act(client: Any) -> None:
+        report(
+            await actions.resolve(
+                client.sender,
+                execution_id,
+                caller=client.caller,
+                decision=decision,
+                value=value,
+                reason=reason,
+            )
+        )
 
-    A failed or defect execution starts again as a new execution with the same input, linked to
-    the old one; a blocked one is offered to runners again now."""
-    where = _filter(options)
-    _targets(execution_ids, where)
-    who = _operator(operator)
-    acted = _with_client(
-        app_path, database_url, who, lambda client: client.retry_executions(*execution_ids, where=where)
-    )
-    _report(acted, as_json, "retried")
+    _with_client(app_path, database_url, _operator(operator), act)
+    report.finish()

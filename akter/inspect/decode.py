@@ -112,6 +112,14 @@ def decode_exit(  # noqa: PLR0911, PLR0912 -- one branch per exit tag, in the or
     primitive, bad = parse_stored(data)
     if bad is not None:
         return bad
+    if isinstance(primitive, dict) and isinstance(primitive.get("resolved_by"), str):
+        # an attempt a person resolved (akter.workflow.holds): the exit, and who decided it
+        rest = {k: v for k, v in primitive.items() if k not in ("resolved_by", "resolution")}
+        shown = decode_exit(codec.encode(rest), where, ok, errors)
+        if not shown.ok:
+            return shown
+        how = f", {primitive['resolution']}" if isinstance(primitive.get("resolution"), str) else ""
+        return Shown(text=f"{shown.text} (resolved by {primitive['resolved_by']}{how})", data=primitive)
     if not isinstance(primitive, dict) or len(primitive.keys() - {"retry_at_ms", "after_interrupt"}) != 1:
         return undecodable("not a tagged exit", primitive)
     if primitive.get("after_interrupt") is True:

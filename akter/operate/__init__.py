@@ -8,13 +8,15 @@ The Python API an operator's tools are built on, and the ``akter executions`` co
   ``sql/012``;
 * ``timeline``: one execution's every step attempt, its timer and why it waits, built on the
   views of ``akter.inspect``;
-* ``actions``: interrupt (with a reason) and retry, one execution or every one a filter
-  matches, each a receipted command sent as the operator;
+* ``actions``: interrupt (with a reason), retry, pause, resume and resolve (an execution that
+  needs attention), one execution or every one a filter matches — a page at a time — each a
+  receipted command sent as the operator;
 * ``why``: the one line that says why an execution is where it is.
 
 A workflow client reaches them as ``client.executions(...)``, ``client.execution_counts(...)``,
-``client.timeline(id)``, ``client.interrupt_executions(...)`` and ``client.retry_executions(...)``
-(``akter.workflow.run``).
+``client.timeline(id)``, ``client.interrupt_executions(...)``, ``client.retry_executions(...)``,
+``client.pause_executions(...)``, ``client.resume_executions(...)``, ``client.resolve(id, ...)``
+and ``client.each_matching(verb, filter)`` (``client.py``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What an operator does to executions: interrupt them, retry them.
+"""What an operator does to executions: interrupt, retry, pause, resume and resolve them.
 
 Each action is a receipted command of the execution's workflow member, sent as the operator's
 caller, so the actor's access policy decides and the execution records who asked:
@@ -8,31 +8,47 @@ caller, so the actor's access policy decides and the execution records who asked
   timeline show them;
 * retry — ``akter.wf.retry:<Workflow>``: a failed or defect execution is started again as a new
   execution of the same input, acting for the same principal, linked to the old one
-  (``retry_of``, ``retried_by``); a blocked one is offered to runners again now.
+  (``retry_of``, ``retried_by``); a blocked one is offered to runners again now;
+* pause and resume — ``akter.wf.pause:<Workflow>`` (with a reason) and
+  ``akter.wf.unpause:<Workflow>`` (``akter.workflow.holds``);
+* resolve — ``akter.wf.resolve:<Workflow>``: an execution that needs attention gets the waiting
+  attempt's result, a declared error, one more attempt (or pass), or fails. The resolution names
+  the attempt this side read as waiting, so two operators deciding at once cannot both win: the
+  second is refused with ``ExecutionNotResolvable``. An interrupt of an execution seen needing
+  attention is sent the same way (a resolution that interrupts it), so it too loses to a decision
+  taken first instead of overriding it.
 
-Acting on many (``act_on_matching``) reads the matching ids a page at a time first, then acts on
-each: one refusal (access denied, finished meanwhile) is reported with its execution and does not
-stop the others. Nothing here decides anything the turn does not decide again under the row lock:
-the reading before a send only words the answer.
+Acting on many (``each_matching``) walks the matching executions a keyset page at a time and acts
+on each row of a page before the next page is read, so a filter that matches 100,000 executions
+holds one page (``query.DEFAULT_PAGE`` rows) at a time; executions that start meanwhile (a retry's
+new execution among them) are newer than the cursor and never visited. One refusal (access
+denied, finished meanwhile) is reported with its execution and does not stop the others.
+Nothing here decides anything the turn does not decide again under the row lock: the reading
+before a send only words the answer and names what the operator saw.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, LiteralString, Protocol
 
 import attrs
 import psycopg_pool
 
+from akter import faults
 from akter.actor.declare import Actor, Command
 from akter.callers import Caller
 from akter.errors import AccessDenied, AkterError, InvalidExecutionId, InvalidInput
 from akter.ids import ActorRef, CommandId, ExecutionId
-from akter.operate.query import ExecutionFilter, iterate
+from akter.operate.query import DEFAULT_PAGE, ExecutionFilter, iterate
 from akter.workflow.commands import MAX_REASON, Interrupt, RetryExecution, retry_key
 from akter.workflow.declare import Workflow, workflows_of
+from akter.workflow.holds import Pause, Resolve, Unpause
 
-OPEN_STATUSES = ("running", "suspended", "blocked")
+OPEN_STATUSES = ("running", "suspended", "blocked", "paused", "needs_attention")
+#: what a pause applies to: every open execution but a paused one
+PAUSABLE = ("running", "suspended", "blocked", "needs_attention")
 
 
 class Engine(Protocol):
@@ -80,21 +96,49 @@ def workflow_of(actors: Mapping[str, Actor[Any]], eid: ExecutionId) -> Workflow[
 
 
 _STATUS: LiteralString = """
-SELECT status, outcome, blocked_reason FROM actor_workflow_executions
+SELECT status, outcome, blocked_reason, paused_by, attention_step, attention_scope,
+       attention_occurrence, attention_attempt, attention_reason
+  FROM actor_workflow_executions
  WHERE routing_key = %(rk)s AND execution_id = %(eid)s"""
 
 
-async def _status(engine: Engine, eid: ExecutionId) -> tuple[str, str | None, str | None] | None:
+@attrs.frozen
+class _Seen:
+    """An execution as an action read it before sending."""
+
+    status: str
+    outcome: str | None
+    blocked_reason: str | None
+    paused_by: str | None
+    #: the attempt waiting for a person (step, scope, occurrence, attempt); step None: passes failed
+    attention: tuple[str | None, str | None, int | None, int | None]
+    attention_reason: str | None
+
+
+async def _status(engine: Engine, eid: ExecutionId) -> _Seen | None:
     async with engine.pool.connection() as conn:
         cur = await conn.execute(_STATUS, {"rk": eid.owner.routing_key, "eid": str(eid)})
         row = await cur.fetchone()
-    return None if row is None else (row[0], row[1], row[2])
+    if row is None:
+        return None
+    return _Seen(row[0], row[1], row[2], row[3], (row[4], row[5], row[6], row[7]), row[8])
+
+
+async def _read(engine: Engine, execution_id: str) -> tuple[ExecutionId, Workflow[Any, Any], _Seen] | Acted:
+    """What an action acts on, as read before it sends; an ``Acted`` when nothing is stored."""
+    eid = ExecutionId.parse(execution_id)
+    workflow = workflow_of(engine.actors, eid)
+    seen = await _status(engine, eid)
+    if seen is None:
+        return Acted(execution_id, done=False, message="no such execution is stored")
+    return eid, workflow, seen
 
 
 async def _send(
     engine: Engine, eid: ExecutionId, command: Command[Any, Any, Any], payload: object, caller: Caller
 ) -> Acted | None:
     """Send; ``None`` when it committed, else the refusal."""
+    await faults.hit("operate.before_send", str(eid))
     try:
         await engine.send(eid.owner, command, payload, None, caller)
     except (AccessDenied, InvalidInput) as exc:
@@ -106,13 +150,19 @@ async def interrupt(engine: Engine, execution_id: str, *, caller: Caller, reason
     """Ask one execution to stop, as ``caller``, with an optional reason."""
     if reason is not None and len(reason) > MAX_REASON:
         raise InvalidInput(f"an interrupt's reason is at most {MAX_REASON} characters")
-    eid = ExecutionId.parse(execution_id)
-    workflow = workflow_of(engine.actors, eid)
-    status = await _status(engine, eid)
-    if status is None:
-        return Acted(execution_id, done=False, message="no such execution is stored")
-    if status[0] == "finished":
-        return Acted(execution_id, done=False, message=f"already finished ({status[1]})")
+    read = await _read(engine, execution_id)
+    if isinstance(read, Acted):
+        return read
+    eid, workflow, status = read
+    if status.status == "finished":
+        return Acted(execution_id, done=False, message=f"already finished ({status.outcome})")
+    if status.status == "needs_attention":
+        # a decision on what it waits for: it loses to one taken first (see the module's doc)
+        payload = _resolution(execution_id, status, "interrupt", reason=reason)
+        refused = await _send(engine, eid, workflow.resolve_command, payload, caller)
+        return refused or Acted(
+            execution_id, done=True, message="interrupt requested (it needed attention; this resolves it)"
+        )
     refused = await _send(engine, eid, workflow.interrupt_command, Interrupt(execution_id, reason), caller)
     return refused or Acted(execution_id, done=True, message="interrupt requested")
 
@@ -120,63 +170,171 @@ async def interrupt(engine: Engine, execution_id: str, *, caller: Caller, reason
 async def retry(engine: Engine, execution_id: str, *, caller: Caller) -> Acted:
     """Start a failed or defect execution again as a new one, or offer a blocked one to
     runners now, as ``caller``."""
-    eid = ExecutionId.parse(execution_id)
-    workflow = workflow_of(engine.actors, eid)
-    status = await _status(engine, eid)
-    if status is None:
-        return Acted(execution_id, done=False, message="no such execution is stored")
+    read = await _read(engine, execution_id)
+    if isinstance(read, Acted):
+        return read
+    eid, workflow, status = read
     refused = await _send(engine, eid, workflow.retry_command, RetryExecution(execution_id), caller)
     if refused is not None:
         return refused
-    if status[0] != "finished":
+    if status.status != "finished":
         return Acted(execution_id, done=True, message="offered to runners again now")
     new = str(ExecutionId(eid.owner, eid.workflow, retry_key(eid.key)))
     return Acted(execution_id, done=True, message=f"retried as {new}", new_execution_id=new)
 
 
-async def act_on_matching(
+async def each_matching(
     engine: Engine,
     where: ExecutionFilter,
     act: Callable[[str], Awaitable[Acted]],
     *,
     statuses: tuple[str, ...],
-) -> list[Acted]:
+    page_size: int = DEFAULT_PAGE,
+) -> AsyncIterator[Acted]:
     """``act`` on every execution ``where`` matches whose status is one of ``statuses`` (all of
-    them when ``where`` names none)."""
+    them when ``where`` names none), a page at a time, yielding each outcome as it comes."""
     wanted = tuple(s for s in (where.status or statuses) if s in statuses)
     if not wanted:
-        return []
-    ids = [row.execution_id async for row in iterate(engine.pool, attrs.evolve(where, status=wanted))]
-    return [await act(execution_id) for execution_id in ids]
+        return
+    async for row in iterate(engine.pool, attrs.evolve(where, status=wanted), page_size=page_size):
+        yield await act(row.execution_id)
 
 
-async def interrupt_matching(
-    engine: Engine, where: ExecutionFilter, *, caller: Caller, reason: str | None = None
-) -> list[Acted]:
+def interrupt_matching(
+    engine: Engine,
+    where: ExecutionFilter,
+    *,
+    caller: Caller,
+    reason: str | None = None,
+    page_size: int = DEFAULT_PAGE,
+) -> AsyncIterator[Acted]:
     """Interrupt every open execution ``where`` matches."""
-
-    async def act(execution_id: str) -> Acted:
-        return await interrupt(engine, execution_id, caller=caller, reason=reason)
-
-    return await act_on_matching(engine, where, act, statuses=OPEN_STATUSES)
+    act = functools.partial(interrupt, engine, caller=caller, reason=reason)
+    return each_matching(engine, where, act, statuses=OPEN_STATUSES, page_size=page_size)
 
 
-async def retry_matching(engine: Engine, where: ExecutionFilter, *, caller: Caller) -> list[Acted]:
+async def retry_matching(
+    engine: Engine, where: ExecutionFilter, *, caller: Caller, page_size: int = DEFAULT_PAGE
+) -> AsyncIterator[Acted]:
     """Retry every failed or defect execution ``where`` matches, and offer every blocked one
     again (a filter on outcome leaves the blocked ones out: they have none)."""
-
-    async def act(execution_id: str) -> Acted:
-        return await retry(engine, execution_id, caller=caller)
-
-    acted: list[Acted] = []
+    act = functools.partial(retry, engine, caller=caller)
     if not where.outcome:
-        acted += await act_on_matching(engine, where, act, statuses=("blocked",))
+        async for acted in each_matching(engine, where, act, statuses=("blocked",), page_size=page_size):
+            yield acted
     failed = tuple(o for o in (where.outcome or RETRIED_OUTCOMES) if o in RETRIED_OUTCOMES)
     if failed:
-        acted += await act_on_matching(
-            engine, attrs.evolve(where, outcome=failed), act, statuses=("finished",)
-        )
-    return acted
+        async for acted in each_matching(
+            engine, attrs.evolve(where, outcome=failed), act, statuses=("finished",), page_size=page_size
+        ):
+            yield acted
+
+
+def pause_matching(
+    engine: Engine,
+    where: ExecutionFilter,
+    *,
+    caller: Caller,
+    reason: str | None = None,
+    page_size: int = DEFAULT_PAGE,
+) -> AsyncIterator[Acted]:
+    """Pause every open execution ``where`` matches that is not paused already."""
+    act = functools.partial(pause, engine, caller=caller, reason=reason)
+    return each_matching(engine, where, act, statuses=PAUSABLE, page_size=page_size)
+
+
+def unpause_matching(
+    engine: Engine, where: ExecutionFilter, *, caller: Caller, page_size: int = DEFAULT_PAGE
+) -> AsyncIterator[Acted]:
+    """Resume every paused execution ``where`` matches."""
+    act = functools.partial(unpause, engine, caller=caller)
+    return each_matching(engine, where, act, statuses=("paused",), page_size=page_size)
+
+
+# ---- pause, resume, resolve ---------------------------------------------------------------------
+
+
+async def pause(engine: Engine, execution_id: str, *, caller: Caller, reason: str | None = None) -> Acted:
+    """Pause one execution, as ``caller``: it finishes its in-flight attempts, then holds."""
+    if reason is not None and len(reason) > MAX_REASON:
+        raise InvalidInput(f"a pause's reason is at most {MAX_REASON} characters")
+    read = await _read(engine, execution_id)
+    if isinstance(read, Acted):
+        return read
+    eid, workflow, status = read
+    if status.status == "finished":
+        return Acted(execution_id, done=False, message=f"already finished ({status.outcome})")
+    if status.paused_by is not None:
+        return Acted(execution_id, done=True, message=f"already paused by {status.paused_by}")
+    refused = await _send(engine, eid, workflow.pause_command, Pause(execution_id, reason), caller)
+    if refused is not None:
+        return refused
+    held = "paused now" if status.status == "suspended" else "pause requested"
+    return Acted(execution_id, done=True, message=held)
+
+
+async def unpause(engine: Engine, execution_id: str, *, caller: Caller) -> Acted:
+    """Resume one paused execution, as ``caller``: its timer is due now, and it goes on."""
+    read = await _read(engine, execution_id)
+    if isinstance(read, Acted):
+        return read
+    eid, workflow, status = read
+    if status.paused_by is None:
+        return Acted(execution_id, done=False, message=f"not paused ({status.status})")
+    refused = await _send(engine, eid, workflow.unpause_command, Unpause(execution_id), caller)
+    return refused or Acted(execution_id, done=True, message="goes on now")
+
+
+def _resolution(
+    execution_id: str, seen: _Seen, decision: str, *, value: str | None = None, reason: str | None = None
+) -> Resolve:
+    step, scope, occurrence, attempt = seen.attention
+    return Resolve(execution_id, decision, value, step, scope, occurrence, attempt, reason=reason)
+
+
+async def resolve(
+    engine: Engine,
+    execution_id: str,
+    *,
+    caller: Caller,
+    decision: str,
+    value: str | None = None,
+    reason: str | None = None,
+) -> Acted:
+    """Resolve one execution that needs attention, as ``caller``: ``decision`` is ``result``
+    (``value`` the JSON of the waiting activity's result), ``error`` (``value`` the JSON of
+    ``{"type": <declared error>, "value": <its fields>}``), ``retry``, ``fail`` or
+    ``interrupt``. The turn checks ``value`` against the step's declarations
+    (``InvalidResolution``) and that the attempt read here as waiting still is
+    (``ExecutionNotResolvable``); either refusal writes nothing."""
+    read = await _read(engine, execution_id)
+    if isinstance(read, Acted):
+        return read
+    eid, workflow, seen = read
+    payload = _resolution(execution_id, seen, decision, value=value, reason=reason)
+    refused = await _send(engine, eid, workflow.resolve_command, payload, caller)
+    if refused is not None:
+        return refused
+    return Acted(execution_id, done=True, message=_DONE[decision])
+
+
+_DONE = {
+    "result": "its result supplied; it goes on",
+    "error": "its error supplied; it goes on",
+    "retry": "one more attempt allowed; it goes on",
+    "fail": "failed",
+    "interrupt": "interrupted; it compensates and finishes",
+}
+
+
+async def waiting_step(engine: Engine, execution_id: str) -> Any:
+    """The activity declaration an execution that needs attention waits at (``None``: it does
+    not, or its passes failed), to check a supplied value before it is sent."""
+    eid = ExecutionId.parse(execution_id)
+    seen = await _status(engine, eid)
+    if seen is None or seen.status != "needs_attention" or seen.attention[0] is None:
+        return None
+    return workflow_of(engine.actors, eid).steps.get(seen.attention[0])
 
 
 RETRIED_OUTCOMES = ("failed", "defect")

@@ -1,16 +1,18 @@
 """The operator's methods of a workflow client (``app.client()``) and of its blocking facade
-(``app.sync_client()``): find, show, interrupt, retry. ``OperatorClient`` and
+(``app.sync_client()``): find, show, interrupt, retry, pause, resume, resolve. ``OperatorClient`` and
 ``SyncOperatorClient`` are what ``akter.App`` hands out: the workflow layer's clients with these
 methods mixed in from above. The actions are sent as the client's caller."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, Final
 
+from akter import codec, tagged
 from akter.actor.sender import Sender
 from akter.callers import Caller
-from akter.errors import InvalidExecutionId
+from akter.errors import InvalidExecutionId, InvalidInput, InvalidResolution
 from akter.ids import ExecutionId
 from akter.operate import actions
 from akter.operate.actions import Acted, Engine
@@ -26,6 +28,11 @@ from akter.operate.query import (
 )
 from akter.operate.timeline import Timeline, read_timeline
 from akter.workflow.run import SyncWorkflowClient, WorkflowClient
+
+#: ``resolve(result=...)`` not given
+_UNSET: Final[Any] = object()
+#: what ``each_matching`` can do to every execution a filter matches
+VERBS: Final = ("interrupt", "retry", "pause", "resume")
 
 
 class Operations:
@@ -79,7 +86,7 @@ class Operations:
         engine: Engine = self.sender
         done = [await actions.interrupt(engine, i, caller=self.caller, reason=reason) for i in execution_ids]
         if where is not None:
-            done += await actions.interrupt_matching(engine, where, caller=self.caller, reason=reason)
+            done += [a async for a in self.each_matching("interrupt", where, reason=reason)]
         return done
 
     async def retry_executions(
@@ -91,8 +98,106 @@ class Operations:
         engine: Engine = self.sender
         done = [await actions.retry(engine, i, caller=self.caller) for i in execution_ids]
         if where is not None:
-            done += await actions.retry_matching(engine, where, caller=self.caller)
+            done += [a async for a in self.each_matching("retry", where)]
         return done
+
+    async def pause_executions(
+        self, *execution_ids: str, where: ExecutionFilter | None = None, reason: str | None = None
+    ) -> list[Acted]:
+        """Pause the executions named, and every open one ``where`` matches: each finishes its
+        in-flight attempts, then holds (``paused``) until resumed; timers keep firing meanwhile
+        and what they bring is applied after the resume."""
+        engine: Engine = self.sender
+        done = [await actions.pause(engine, i, caller=self.caller, reason=reason) for i in execution_ids]
+        if where is not None:
+            done += [a async for a in self.each_matching("pause", where, reason=reason)]
+        return done
+
+    async def resume_executions(
+        self, *execution_ids: str, where: ExecutionFilter | None = None
+    ) -> list[Acted]:
+        """Resume the paused executions named, and every paused one ``where`` matches."""
+        engine: Engine = self.sender
+        done = [await actions.unpause(engine, i, caller=self.caller) for i in execution_ids]
+        if where is not None:
+            done += [a async for a in self.each_matching("resume", where)]
+        return done
+
+    def each_matching(
+        self, verb: str, where: ExecutionFilter, *, reason: str | None = None, page_size: int = DEFAULT_PAGE
+    ) -> AsyncIterator[Acted]:
+        """``verb`` (interrupt, retry, pause, resume) every execution ``where`` matches, yielding
+        what each action did as it goes: one page of executions is held at a time, however many
+        match (the ``*_executions`` methods collect these into a list)."""
+        engine: Engine = self.sender
+        who, size = self.caller, page_size
+        if verb == "interrupt":
+            return actions.interrupt_matching(engine, where, caller=who, reason=reason, page_size=size)
+        if verb == "retry":
+            return actions.retry_matching(engine, where, caller=who, page_size=size)
+        if verb == "pause":
+            return actions.pause_matching(engine, where, caller=who, reason=reason, page_size=size)
+        if verb == "resume":
+            return actions.unpause_matching(engine, where, caller=who, page_size=size)
+        raise InvalidInput(f"each_matching does one of {', '.join(VERBS)}, not {verb!r}")
+
+    async def resolve(
+        self,
+        execution_id: str,
+        *,
+        result: Any = _UNSET,
+        error: Exception | None = None,
+        retry: bool = False,
+        fail: bool = False,
+        reason: str | None = None,
+    ) -> Acted:
+        """Resolve an execution that needs attention with exactly one decision: ``result`` (the
+        waiting activity's result, of its declared success type), ``error`` (one of its declared
+        errors), ``retry=True`` (one more attempt, or one more pass) or ``fail=True``. The
+        resolution is recorded as the attempt's exit with this client's caller, and the
+        execution goes on. A value of the wrong type raises ``InvalidResolution`` and sends
+        nothing; a refusal of the turn (``ExecutionNotResolvable``: it does not need attention,
+        or another decision came first; ``AccessDenied``) is the ``Acted``'s ``error``."""
+        chosen = [
+            name
+            for name, given in (
+                ("result", result is not _UNSET),
+                ("error", error is not None),
+                ("retry", retry),
+                ("fail", fail),
+            )
+            if given
+        ]
+        if len(chosen) != 1:
+            raise InvalidInput(
+                f"resolve with exactly one of result=, error=, retry=True, fail=True (got {chosen or 'none'})"
+            )
+        [decision] = chosen
+        engine: Engine = self.sender
+        value = None
+        if decision in ("result", "error"):
+            step = await actions.waiting_step(engine, execution_id)
+            if step is not None:
+                value = _resolution_value(step, result if decision == "result" else error)
+        return await actions.resolve(
+            engine, execution_id, caller=self.caller, decision=decision, value=value, reason=reason
+        )
+
+
+def _resolution_value(step: Any, supplied: Any) -> str:
+    """The JSON a resolution carries for ``step``: a result checked against its success type, or
+    a declared error with its fields; ``InvalidResolution`` for anything else."""
+    if isinstance(supplied, Exception) and not isinstance(supplied, step.errors):
+        declared = ", ".join(e.__name__ for e in step.errors) or "none"
+        raise InvalidResolution(
+            f"{type(supplied).__name__} is not an error {step.qualified_name} declares ({declared})"
+        )
+    try:
+        if isinstance(supplied, Exception):
+            return json.dumps(tagged.error(supplied)["error"])
+        return codec.check(supplied, step.success).decode()
+    except (InvalidInput, TypeError, ValueError) as exc:
+        raise InvalidResolution(f"the value supplied for {step.qualified_name}: {exc}") from exc
 
 
 class SyncOperations:
@@ -147,6 +252,20 @@ class SyncOperations:
     def retry_executions(self, *execution_ids: str, where: ExecutionFilter | None = None) -> list[Acted]:
         loop, client = self._operations()
         return loop.run(client.retry_executions(*execution_ids, where=where))  # type: ignore[no-any-return]
+
+    def pause_executions(
+        self, *execution_ids: str, where: ExecutionFilter | None = None, reason: str | None = None
+    ) -> list[Acted]:
+        loop, client = self._operations()
+        return loop.run(client.pause_executions(*execution_ids, where=where, reason=reason))  # type: ignore[no-any-return]
+
+    def resume_executions(self, *execution_ids: str, where: ExecutionFilter | None = None) -> list[Acted]:
+        loop, client = self._operations()
+        return loop.run(client.resume_executions(*execution_ids, where=where))  # type: ignore[no-any-return]
+
+    def resolve(self, execution_id: str, **decision: Any) -> Acted:
+        loop, client = self._operations()
+        return loop.run(client.resolve(execution_id, **decision))  # type: ignore[no-any-return]
 
 
 class OperatorClient(Operations, WorkflowClient):

@@ -15,8 +15,10 @@ rows of the page then look up their pending steps and timer, by primary key: the
 the step table.
 
 A row's ``status`` is what an operator means by it: ``running``, ``suspended``, ``blocked``
-(suspended by a runner that could not run it, with ``blocked_reason``), ``finished`` (with its
-``outcome``). ``waiting`` says in one line why it is where it is (``akter.operate.why``).
+(suspended by a runner that could not run it, with ``blocked_reason``), ``paused`` (by an
+operator, ``paused_by``), ``needs_attention`` (``attention_reason``: an attempt whose outcome is
+unknown, or passes that failed in a row, ``pass_errors``), ``finished`` (with its ``outcome``).
+``waiting`` says in one line why it is where it is (``akter.operate.why``).
 """
 
 from __future__ import annotations
@@ -34,10 +36,10 @@ from psycopg.rows import dict_row
 
 from akter.errors import InvalidInput
 from akter.ids import ActorRef, ExecutionId
-from akter.operate.why import Pending, why
+from akter.operate.why import Pending, Rest, why
 from akter.workflow.driver import StepKey
 
-STATUSES = ("running", "suspended", "blocked", "finished")
+STATUSES = ("running", "suspended", "blocked", "paused", "needs_attention", "finished")
 OUTCOMES = ("succeeded", "failed", "defect", "interrupted")
 #: the most rows one page may hold: pages are buffers, and buffers are bounded
 MAX_PAGE = 1000
@@ -165,6 +167,8 @@ _STATUS_CONDITIONS: dict[str, LiteralString] = {
     "running": "status = 'running'",
     "suspended": "(status = 'suspended' AND blocked_reason IS NULL)",
     "blocked": "(status = 'suspended' AND blocked_reason IS NOT NULL)",
+    "paused": "status = 'paused'",
+    "needs_attention": "status = 'needs_attention'",
     "finished": "status = 'finished'",
 }
 
@@ -198,6 +202,19 @@ class ExecutionRow:
     timer_due_at: datetime | None
     #: one line: why it is where it is ("sleeping until …", "blocked: …", "finished: failed")
     waiting: str
+    #: a pause asked for (the execution is ``paused`` once its pass held): when, by whom, why
+    paused_at: datetime | None = None
+    paused_by: str | None = None
+    pause_reason: str | None = None
+    #: why it needs attention, and since when
+    attention_reason: str | None = None
+    attention_at: datetime | None = None
+    #: passes that failed in a row, and their errors (``{"at", "error"}``), oldest first
+    failed_passes: int = 0
+    pass_errors: tuple[dict[str, Any], ...] = ()
+    #: the last resolution of its attention: who, and what they decided
+    resolved_by: str | None = None
+    resolution: str | None = None
 
     @property
     def actor(self) -> str:
@@ -213,7 +230,8 @@ class Page:
 
 _COLUMNS: LiteralString = """routing_key, execution_id, tenant, actor_type, actor_id, workflow, key,
        status, outcome, interrupt, interrupted_by, interrupt_reason, blocked_reason, retry_of,
-       retried_by, started_at, updated_at, finished_at"""
+       retried_by, started_at, updated_at, finished_at, paused_at, paused_by, pause_reason,
+       attention_reason, attention_at, failed_passes, pass_errors, resolved_by, resolution"""
 
 _ORDER: LiteralString = "started_at DESC, routing_key DESC, execution_id DESC"
 
@@ -302,6 +320,14 @@ _COPIED = (
     "updated_at",
     "finished_at",
     "timer_due_at",
+    "paused_at",
+    "paused_by",
+    "pause_reason",
+    "attention_reason",
+    "attention_at",
+    "failed_passes",
+    "resolved_by",
+    "resolution",
 )
 
 
@@ -324,6 +350,7 @@ def _row(row: dict[str, Any]) -> ExecutionRow:
         **copied,
         status=_status(row),
         interrupt_requested=row["interrupt"],
+        pass_errors=tuple(row["pass_errors"] or ()),
         waiting=why(
             status=row["status"],
             outcome=row["outcome"],
@@ -335,6 +362,7 @@ def _row(row: dict[str, Any]) -> ExecutionRow:
             timer_due_at=row["timer_due_at"],
             timer_parked=row["parked_reason"],
             now=row["now"],
+            rest=Rest.of(row),
         ),
     )
 

@@ -22,7 +22,7 @@ from akter.inspect.decode import Shown, iso_time, one_line
 from akter.inspect.read import Declarations, read_execution
 from akter.inspect.render import jsonable, span, when
 from akter.inspect.views import ExecutionView, StepView
-from akter.operate.why import Pending, pending_note, why
+from akter.operate.why import Pending, Rest, pending_note, why
 from akter.workflow.commands import interrupted_note
 from akter.workflow.driver import StepKey
 
@@ -87,6 +87,19 @@ class Timeline:
     runs: list[RunEntry] = attrs.Factory(list)
     #: when the execution is interrupted if it has not finished (``start(..., timeout=)``)
     deadline_at: datetime | None = None
+    #: a pause asked for (``paused`` once held), by whom and why
+    paused_at: datetime | None = None
+    paused_by: str | None = None
+    pause_reason: str | None = None
+    #: why it needs attention, since when
+    attention_reason: str | None = None
+    attention_at: datetime | None = None
+    #: passes that failed in a row, and each one's error (``{"at", "error"}``), oldest first
+    failed_passes: int = 0
+    pass_errors: list[dict[str, Any]] = attrs.field(factory=list)
+    #: the last resolution of its attention: who, and what they decided
+    resolved_by: str | None = None
+    resolution: str | None = None
 
     @property
     def now(self) -> datetime:
@@ -95,6 +108,8 @@ class Timeline:
 
 _EXTRA: LiteralString = """
 SELECT interrupted_by, interrupt_reason, retry_of, retried_by, run_number, deadline_at,
+       paused_at, paused_by, pause_reason,
+       attention_reason, attention_at, failed_passes, pass_errors, resolved_by, resolution,
        ARRAY(SELECT r.execution_id FROM actor_workflow_executions r
               WHERE r.routing_key = %(rk)s AND r.retry_of = %(eid)s ORDER BY r.started_at) AS retries
   FROM actor_workflow_executions
@@ -176,6 +191,7 @@ async def read_timeline(
         timer_due_at=timer.due_at if timer is not None else None,
         timer_parked=timer.parked_reason if timer is not None else None,
         now=view.now,
+        rest=Rest.of(extra),
     )
     if waiting.startswith("resumes at"):
         waiting = _retry_note(view) or waiting
@@ -197,7 +213,21 @@ async def read_timeline(
         run_number=extra["run_number"],
         runs=runs,
         deadline_at=extra["deadline_at"],
+        **{name: extra[name] for name in _RECORDED},
+        failed_passes=extra["failed_passes"],
+        pass_errors=list(extra["pass_errors"] or ()),
     )
+
+
+_RECORDED = (
+    "paused_at",
+    "paused_by",
+    "pause_reason",
+    "attention_reason",
+    "attention_at",
+    "resolved_by",
+    "resolution",
+)
 
 
 # ---- rendering --------------------------------------------------------------------------------
@@ -217,6 +247,24 @@ def _deadline_and_runs(t: Timeline, now: datetime) -> list[str]:
             f"{r.outcome}, {r.steps} steps"
             for r in shown
         ]
+    return lines
+
+
+def _rest_lines(t: Timeline) -> list[str]:
+    """What a person's actions recorded: a pause, an attention and its failed passes, the last
+    resolution."""
+    lines = []
+    if t.paused_at is not None:
+        reason = f": {t.pause_reason}" if t.pause_reason else ""
+        lines.append(f"  paused     by {t.paused_by}{reason}, since {when(t.paused_at, t.now)}")
+    if t.attention_reason is not None and t.attention_at is not None:
+        lines.append(f"  attention  since {when(t.attention_at, t.now)}: {one_line(t.attention_reason)}")
+    lines += [
+        f"  pass failed at {failure.get('at')}: {one_line(str(failure.get('error')))}"
+        for failure in t.pass_errors
+    ]
+    if t.resolved_by is not None:
+        lines.append(f"  resolved   by {t.resolved_by}: {t.resolution}")
     return lines
 
 
@@ -241,6 +289,7 @@ def render_timeline(t: Timeline) -> str:
         lines.append(f"  retry of   {t.retry_of}{by}")
     lines += [f"  retried as {r}" for r in t.retries]
     lines += _deadline_and_runs(t, now)
+    lines += _rest_lines(t)
     lines += [
         f"  input      {view.payload.text}",
         f"  acts for   {view.principal.text}",

@@ -3,8 +3,9 @@ timeline shows at its head. Pure: it reads what the queries read and decides the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 import attrs
 
@@ -29,6 +30,26 @@ class Pending:
 
 #: more pending children than this are summed up in one note
 CHILDREN_NAMED = 3
+
+
+@attrs.frozen
+class Rest:
+    """What a person's actions recorded on an open execution: a pause asked for, and why it
+    needs attention."""
+
+    paused_at: datetime | None = None
+    paused_by: str | None = None
+    pause_reason: str | None = None
+    attention_reason: str | None = None
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> Rest:
+        return cls(**{f.name: row.get(f.name) for f in attrs.fields(cls)})
+
+    def paused_note(self) -> str:
+        by = f" by {self.paused_by}" if self.paused_by else ""
+        reason = f": {' '.join(self.pause_reason.split())}" if self.pause_reason else ""
+        return f"paused{by}{reason}"
 
 
 def pending_note(p: Pending, now: datetime, *, named: bool = True) -> str:
@@ -58,6 +79,7 @@ def why(  # noqa: PLR0911 -- one answer per situation, in the order an operator 
     timer_due_at: datetime | None,
     timer_parked: str | None,
     now: datetime,
+    rest: Rest | None = None,
 ) -> str:
     if status == "finished":
         if outcome == "interrupted":
@@ -67,6 +89,16 @@ def why(  # noqa: PLR0911 -- one answer per situation, in the order an operator 
         return (
             f"{interrupted_note(interrupted_by, interrupt_reason)}; stopping (compensating, then finishing)"
         )
+    rest = rest or Rest()
+    if status == "needs_attention":
+        also = f" ({rest.paused_note()} too)" if rest.paused_at is not None else ""
+        return f"needs attention: {one_line(rest.attention_reason or 'no reason recorded')}{also}"
+    if status == "paused":
+        since = f" since {when(rest.paused_at, now)}" if rest.paused_at is not None else ""
+        then = f"; then {' or '.join(pending_note(p, now) for p in pending)}" if pending else ""
+        return f"{rest.paused_note()}{since}{then}"
+    if rest.paused_at is not None:
+        return f"pausing ({rest.paused_note()}): its in-flight attempts settle, then it holds"
     if status == "suspended" and blocked_reason is not None:
         return f"blocked: {one_line(blocked_reason)}"
     if timer_parked is not None:

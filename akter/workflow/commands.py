@@ -16,6 +16,9 @@
   ``retry_of`` (the old id) and ``retried_by`` (who asked); a blocked one has its timer made due
   now, so a runner offers it a pass at once. Anything else is ``ExecutionNotRetryable`` and
   nothing is written.
+* ``akter.wf.pause:<Workflow name>``, ``akter.wf.unpause:<Workflow name>`` and
+  ``akter.wf.resolve:<Workflow name>`` (public, under the actor's access policy): an operator's
+  pause, resume and resolution of an execution that needs attention (``holds.py``).
 * ``akter.wf.resume`` (internal, one per actor): delivered by the relay when an execution's
   timer fires. It marks the execution running and re-arms its timer as a recovery timer; after
   commit the process's workflow runner (``runner.py``) runs a pass.

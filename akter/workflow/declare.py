@@ -15,8 +15,9 @@ A workflow is declared on an actor type at module level, with static step names,
 A step called from the body returns an effect value (``effects.py``); the driver (``driver.py``)
 interprets it. Declaring a step while a body runs is a defect ("unregistered step"): a step
 created at run time would have no stable identity to replay against. Declaring the workflow also
-registers its start command (public, named after the member) and its interrupt command (public,
-``akter.wf.interrupt:<name>``) on the actor. Every type a workflow stores (input, output, activity
+registers its start command (public, named after the member) and its operators' commands
+(public: ``akter.wf.interrupt:<name>``, ``retry``, ``pause``, ``unpause``, ``resolve``) on the
+actor. Every type a workflow stores (input, output, activity
 results, declared errors' fields) is checked by ``codec.unsupported`` when declared, so an
 unstorable one is refused here with its path.
 """
@@ -148,6 +149,9 @@ class ActivityStep(Step, Generic[T]):
     errors: tuple[type[Exception], ...] = ()
     retry: Retry = Retry()
     timeout: timedelta | None = None
+    #: an attempt whose outcome cannot be known: "attention" (the execution needs attention,
+    #: and a person resolves it) or "fail" (the body raises ``ActivityOutcomeUnknown``)
+    on_unknown: str = "attention"
 
     kind = "activity"
 
@@ -338,6 +342,9 @@ class Workflow(Generic[I, O]):
         register_start_child(actor)
         self.deadline_command: Command[Any, Interrupt, None] = deadline.register(self)
         self.start_with_command: Command[Any, Any, str] = deadline.register_start_with(self)
+        from akter.workflow.holds import register_hold_commands
+
+        self.pause_command, self.unpause_command, self.resolve_command = register_hold_commands(self)
 
     def __repr__(self) -> str:
         return f"<workflow {self.actor.name}.{self.name}>"
@@ -377,6 +384,7 @@ class Workflow(Generic[I, O]):
         errors: Sequence[type[Exception]] = (),
         retry: Retry = ...,
         timeout: timedelta | None = None,
+        on_unknown: str = ...,
     ) -> ActivityStep[T]: ...
 
     @overload
@@ -388,6 +396,7 @@ class Workflow(Generic[I, O]):
         errors: Sequence[type[Exception]] = (),
         retry: Retry = ...,
         timeout: timedelta | None = None,
+        on_unknown: str = ...,
     ) -> ActivityStep[None]: ...
 
     def activity(
@@ -398,9 +407,15 @@ class Workflow(Generic[I, O]):
         errors: Sequence[type[Exception]] = (),
         retry: Retry = Retry(),
         timeout: timedelta | None = None,
+        on_unknown: str = "attention",
     ) -> ActivityStep[Any]:
-        """Declare an activity step; ``success`` is its result type (None for no result)."""
+        """Declare an activity step; ``success`` is its result type (None for no result).
+        ``on_unknown``: what an attempt whose outcome cannot be known does (only an activity that
+        sends commands with derived ids has one): ``"attention"`` (the default) leaves it for a
+        person to resolve, ``"fail"`` raises ``ActivityOutcomeUnknown`` in the body."""
         problems = [*codec.unsupported(success, "success"), *_error_problems(errors)]
+        if on_unknown not in ("attention", "fail"):
+            problems.append(f"on_unknown must be 'attention' or 'fail', not {on_unknown!r}")
         if problems:
             raise DeclarationError(f"activity {self.name}.{name}", problems)
         step: ActivityStep[Any] = ActivityStep(
@@ -410,6 +425,7 @@ class Workflow(Generic[I, O]):
             errors=tuple(errors),
             retry=retry,
             timeout=timeout,
+            on_unknown=on_unknown,
         )
         self._add(step)
         return step

@@ -12,7 +12,8 @@ Inside the turn's transaction, under the owner's row lock:
   (``runner.py``) inside the turn, which holds the row lock already, when the runner holds none:
   the pass then needs no activation commit of its own;
 * an interrupt checks its execution id, flags the execution with who asked and makes its timer
-  due now, with a ``NOTIFY``;
+  due now, with a ``NOTIFY`` (one that needs attention is resolved as interrupted);
+* a pause, unpause or resolution of an execution is applied by ``holds.py``;
 * emitted events make the timers of pending matching waits due now (invariant 6).
 
 After commit, a resume hands its execution to the runner of this process that owns the actor.
@@ -51,7 +52,7 @@ from akter.errors import CorruptRecord, ExecutionNotRetryable, InvalidExecutionI
 from akter.ids import ActorRef, ExecutionId
 from akter.outbox import queries as outbox_queries
 from akter.outbox.intents import encode_caller
-from akter.workflow import children, deadline, key_policy, manifest, queries
+from akter.workflow import children, deadline, holds, key_policy, manifest, queries
 from akter.workflow.commands import (
     LAYER,
     MAX_REASON,
@@ -196,6 +197,8 @@ class WorkflowHook:
                 notify = True
             elif isinstance(item, children.ChildLinkMark):
                 record.with_write(children.LINK, {**base, **children.link_params(item)})
+            elif isinstance(item, holds.HoldMark):
+                notify = await holds.apply(conn, turn, base, item) or notify
         if record.events:
             tags = sorted({tag for _, tag, _ in record.events} & self.tags.get(ref.actor_type, frozenset()))
             if tags:
@@ -277,6 +280,8 @@ class WorkflowHook:
         status, armed = row
         if status is None:
             raise InvalidExecutionId(f"no execution {eid} exists")
+        if status == "needs_attention":  # the interrupt is its resolution
+            await holds.interrupt_attention(conn, item.workflow, eid, turn.caller, params, item.reason)
         return bool(armed)
 
     async def _retry(

@@ -21,6 +21,12 @@ their timeout bounds them), recording each attempt's real outcome marked ``after
 Only then does the driver abandon the body and run the compensations — so nothing is undone
 before its forward action settled, and a step that succeeded after the interrupt is undone too.
 
+**Holds.** A pass that knows of a pause, or ran an attempt whose outcome is unknown (declared
+``on_unknown="attention"``), starts nothing new, lets its in-flight attempts settle, and holds
+(``holds.py``): the execution is ``paused`` or ``needs_attention`` until a person acts. An
+interrupt goes first. An exception escaping a pass is counted by the runner; passes failing in a
+row make the execution need attention too.
+
 **No spinning.** A suspension refused because something new arrived makes the pass read it and
 go on. A refusal that brings nothing the pass could act on (no row changed since the last one)
 is never retried at once: the pass backs off, doubling up to ``MAX_BACKOFF``, and logs it
@@ -58,7 +64,7 @@ from akter.errors import (
 )
 from akter.ids import ActorRef, ExecutionId
 from akter.outbox.intents import decode_caller
-from akter.workflow import activity, adopt, children, continue_as_new, exits, queries
+from akter.workflow import activity, adopt, children, continue_as_new, exits, holds, queries
 from akter.workflow.context import WorkflowContext
 from akter.workflow.continue_as_new import ContinueAsNew
 from akter.workflow.declare import Workflow
@@ -165,6 +171,12 @@ class Pass:
         self.unsettled: list[tuple[StepKey, int, bytes]] = []
         #: the results of the finished children the driver waits on, read once per round
         self.child_results: dict[str, bytes] = {}
+        #: a pause is asked for: start nothing new, let what runs settle, then hold (holds.py)
+        self.pausing = False
+        #: an attempt whose outcome is unknown, left pending for a person (holds.py)
+        self.attention: holds.Attention | None = None
+        #: passes of this execution that failed in a row before this one
+        self.failed = 0
 
     def _driver(self) -> Driver:
         """The driver of this pass (set once the execution loaded and was judged replayable)."""
@@ -271,8 +283,8 @@ class Pass:
             log.warning("execution has no row; nothing to run", extra=logs.fields(execution=self.eid))
             return
         head = rows[0]
-        if head["status"] == "finished":
-            return
+        if head["status"] in ("finished", *holds.RESTING):
+            return  # a resume delivered while it rests changes nothing (holds.py)
         if loaded:  # a start's row carries its turn's clock, read earlier: no estimate from it
             self.sender.session.observe_clock(head["now_ms"])
         workflow = self.runner.workflow(self.ref.actor_type, head["workflow"])
@@ -310,6 +322,8 @@ class Pass:
         self.cursor = head["event_cursor"]
         self.principal = principal
         self.interrupting = bool(head["interrupt"])
+        self.pausing = bool(head.get("pause"))
+        self.failed = int(head.get("failed_passes") or 0)
         self.driver = Driver(
             workflow, ctx, payload, history, interrupted=self.interrupting, legacy=head["history_format"] == 1
         )
@@ -340,6 +354,15 @@ class Pass:
                     await self._await_progress(None)
                     continue
                 driver.interrupt()
+            if self.wake.is_set():  # a wake-up (a pause, an interrupt) while the pass was busy
+                self.wake.clear()
+                await self._check_interrupt()
+            if (self.pausing or self.attention is not None) and not self.interrupting:
+                if self.inflight:  # in-flight attempts settle first; nothing new starts
+                    await self._await_progress(None)
+                elif await self._hold():
+                    return
+                continue
             now = self.now_ms()
             needs = driver.advance(now)
             if driver.final is not None:
@@ -480,11 +503,17 @@ class Pass:
         row = await self._one(queries.POLL)
         if row is not None and row["interrupt"]:
             self._learn_interrupt()
+        if row is not None:
+            self.pausing = bool(row["pause"])
 
     def _learn_interrupt(self) -> None:
         if self.interrupting:
             return
         self.interrupting = True
+        if self.attention is not None:  # its outcome stays unknown; the interrupt abandons it
+            attention, self.attention = self.attention, None
+            self.unsettled.append(attention.interrupted())
+            self._driver().record(attention.row(after_interrupt=True))
         for key in [k for k in self.inflight if self._cancellable(k)]:
             self.cancelled.add(key)
             self.inflight[key].cancel()
@@ -547,6 +576,10 @@ class Pass:
         if ctx.unknown is not None and "interrupt" not in exit_:
             # a send found its derived id expired: whatever the activity did with that error
             # (caught it, returned normally, raised another), its outcome is unknown (invariant 8)
+            if step.on_unknown == "attention" and not self.interrupting:
+                # left pending for a person to resolve (holds.py); the pass holds
+                self.attention = holds.Attention(key, attempt, started_ms, str(ctx.unknown))
+                return self.attention.row(after_interrupt=False)
             exit_ = exits.encode_error(ctx.unknown, ())
         if self.interrupting:
             exit_["after_interrupt"] = True
@@ -701,6 +734,40 @@ class Pass:
         if check["unscanned"]:
             return False
         log.debug("execution suspended until %s", due, extra=logs.fields(execution=self.eid))
+        if self.failed:  # a pass that ended well: failures are counted in a row (holds.py)
+            await self._fenced_now(holds.RESET_FAILURES)
+            self.failed = 0
+        return True
+
+    async def _hold(self) -> bool:
+        """Hold a paused execution, or one whose attempt needs attention (holds.py); False
+        when the pass must go on (an interrupt it did not know of, a resume meanwhile)."""
+        driver = self._driver()
+        await self._settle_draining()
+        attention = self.attention
+        due_ms = holds.held_due(driver.history)
+        check = await self._settling(
+            holds.HOLD,
+            {
+                "due": None if due_ms is None else datetime.fromtimestamp(due_ms / 1000, tz=UTC),
+                "abandon": sorted(driver.abandoned),
+                "knows_interrupt": self.interrupting,
+                "abandoned": ABANDONED_EXIT,
+                **holds.hold_params(attention),
+            },
+        )
+        self.writes += 1
+        if check["interrupt"]:
+            self._learn_interrupt()
+            return False
+        if not check["held"]:
+            self.pausing = False  # resumed before it held: go on
+            return False
+        log.info(
+            "execution %s",
+            "paused" if attention is None else f"needs attention: {attention.reason}",
+            extra=logs.fields(execution=self.eid),
+        )
         return True
 
     async def _finish(self, workflow: Workflow[Any, Any], final: Ok | Raise) -> None:

@@ -108,11 +108,14 @@ SELECT (SELECT generation FROM gen) AS generation, (SELECT count(*) FROM arm) AS
 
 # A resume turn: the execution is running again, and its timer becomes a recovery timer a fixed
 # interval ahead, so that if this process dies before the pass suspends or finishes, the relay
-# delivers another resume.
+# delivers another resume. A paused execution, or one that needs attention, is left as it is
+# (``holds.py``): the delivered timer changes nothing, and its pass finds nothing to run.
 _RESUME_CTE: LiteralString = """
 x AS (
     UPDATE actor_workflow_executions SET status = 'running', updated_at = akter_now()
      WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND status <> 'finished'
+       -- one that rests until a person acts stays as it is (holds.py), unless interrupted
+       AND status <> 'needs_attention' AND (status <> 'paused' OR interrupt)
     RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal, trace_context)"""
 RESUME_TURN: LiteralString = "WITH" + _RESUME_CTE + _arm_from("x")
 
@@ -188,7 +191,8 @@ OFFER_NOW: LiteralString = "SELECT akter_wf_arm(%(rk)s, %(eid)s, %(bucket)s::sma
 # A pass reads the execution and all its steps in one query.
 LOAD: LiteralString = """
 SELECT e.workflow, e.key, e.manifest_hash, e.payload, e.principal, e.versions, e.event_cursor,
-       e.status, e.interrupt, e.history_format, e.run_number,
+       e.status, e.interrupt, e.history_format, e.run_number, e.paused_at IS NOT NULL AS pause,
+       e.failed_passes,
        (extract(epoch FROM akter_now()) * 1000)::bigint AS now_ms,
        s.step, s.scope, s.occurrence, s.attempt, s.kind, s.exit,
        (extract(epoch FROM s.due_at) * 1000)::bigint AS due_ms,
@@ -349,7 +353,7 @@ FINISH: LiteralString = (
 
 # An execution whose resume timer the relay parked (sql/007) is blocked too, for that reason.
 POLL: LiteralString = """
-SELECT e.status, e.outcome, e.result, e.interrupt,
+SELECT e.status, e.outcome, e.result, e.interrupt, e.paused_at IS NOT NULL AS pause,
        nullif(concat_ws('; ', e.blocked_reason,
                         (SELECT 'its resume timer is parked: ' || o.parked_reason
                            FROM actor_outbox o

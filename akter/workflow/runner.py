@@ -31,12 +31,13 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from akter import logs
 from akter.errors import ConfigurationError
 from akter.ids import ActorRef, ExecutionId
 from akter.outbox import queries as outbox_queries
 from akter.store.background import persist
 from akter.store.sqlstate import is_connection_lost
-from akter.workflow import queries
+from akter.workflow import holds, queries
 from akter.workflow.declare import Workflow, workflows_of
 from akter.workflow.hook import WorkflowHook
 from akter.workflow.passes import Pass
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("akter.workflow")
 
+#: passes of one execution that may fail in a row before it needs attention (the default)
+FAILED_PASS_LIMIT = 5
 #: how long a pass fenced out by its own runner waits for the newer generation to be handed over
 HANDOFF_WAIT = 2.0
 
@@ -64,8 +67,13 @@ class WorkflowRunner:
         prune_every: timedelta = timedelta(minutes=1),
         prune_batch: int = 1000,
         refresh_every: timedelta = timedelta(seconds=5),
+        failed_pass_limit: int = FAILED_PASS_LIMIT,
     ) -> None:
+        if failed_pass_limit < 1:
+            raise ConfigurationError(f"failed_pass_limit must be at least 1, not {failed_pass_limit}")
         self.actors = actors
+        #: passes of one execution that may fail in a row before it needs attention
+        self.failed_pass_limit = failed_pass_limit
         self.hook = hook
         #: how soon an execution this runner cannot replay is offered again
         self.recheck = recheck
@@ -107,6 +115,7 @@ class WorkflowRunner:
             prune_every=self.prune_every,
             prune_batch=self.prune_batch,
             refresh_every=self.refresh_every,
+            failed_pass_limit=self.failed_pass_limit,
         )
 
     def _owner(self) -> Relay:
@@ -239,11 +248,35 @@ class WorkflowRunner:
                     log.warning("pass of %s lost the database (%s); its timer will resume it", key, exc)
                 else:
                     log.exception("pass of %s failed; its recovery timer will resume it", key)
+                    try:
+                        await self._failed(ref, eid, exc)
+                    except Exception:  # the count is a guard; its failure must not end the runner
+                        log.exception("could not count the failed pass of %s", key)
                 return
             if p.stale and self.owns(ref) and await self._newer_generation(ref, p.generation):
                 continue  # a turn took a newer generation for this runner meanwhile: run under it
             if key not in self._rerun or not self.owns(ref):
                 return
+
+    async def _failed(self, ref: ActorRef, eid: ExecutionId, exc: Exception) -> None:
+        """Count a failed pass with its error; at ``failed_pass_limit`` in a row the execution
+        needs attention instead of crash-looping on its recovery timer (``holds.py``)."""
+        generation = self._generations.get(ref)
+        if generation is None:
+            return  # fenced out meanwhile: the new owner's passes count their own failures
+        error = f"{type(exc).__name__}: {exc}"[:2000]
+        params = {**ref.key_params(), "generation": generation, "eid": str(eid)}
+        async with self.sender.pool.connection() as conn:
+            cur = await conn.execute(
+                holds.PASS_FAILED, {**params, "error": error, "limit": self.failed_pass_limit}
+            )
+            row = await cur.fetchone()
+        if row is not None and row[2]:
+            log.error(
+                "execution needs attention: %d passes failed in a row",
+                row[1],
+                extra=logs.fields(execution=eid),
+            )
 
     async def _newer_generation(self, ref: ActorRef, generation: int) -> bool:
         """Whether this runner holds a generation of ``ref`` newer than ``generation``, waiting

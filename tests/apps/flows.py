@@ -169,7 +169,9 @@ async def watch(wf: akter.WorkflowContext, job: Job) -> Done:
 # ---- derived ids, interrupts with compensation ---------------------------------------------
 
 Book = Flows.workflow("Book", input=Job, output=Done)
-ledger_step = Book.activity("ledger", success=int, retry=akter.Retry(times=2))
+# an unknown outcome fails this one at once (``on_unknown="fail"``); Settle's ledger step keeps the
+# default: its execution needs attention, and a person resolves it
+ledger_step = Book.activity("ledger", success=int, retry=akter.Retry(times=2), on_unknown="fail")
 hold = Book.activity("hold", success=str)
 undo = Book.activity("undo", success=str)
 rest = Book.sleep("rest")

@@ -40,7 +40,8 @@ SELECT r.rk,
   FROM (SELECT i, 'tenant-' || (i % 20) AS tenant,
                (ARRAY['Desk', 'Shop'])[i % 2 + 1] AS actor_type, 'actor-' || (i % 5000) AS actor_id,
                (ARRAY['Job', 'Ship', 'Refund'])[i % 3 + 1] AS workflow, 'order-' || i AS key,
-               CASE WHEN i % 100 = 0 THEN 'running' WHEN i % 100 BETWEEN 1 AND 5 THEN 'suspended'
+               CASE WHEN i % 100 = 0 THEN 'running' WHEN i % 100 = 2 THEN 'paused'
+                    WHEN i % 100 = 3 THEN 'needs_attention' WHEN i % 100 BETWEEN 1 AND 5 THEN 'suspended'
                     ELSE 'finished' END AS status,
                CASE WHEN i % 100 < 6 THEN NULL WHEN i % 100 BETWEEN 6 AND 8 THEN 'failed'
                     WHEN i % 100 = 9 THEN 'defect' WHEN i % 100 = 10 THEN 'interrupted'
@@ -66,6 +67,11 @@ FILTERS = {
     "running": ExecutionFilter(status="running"),
     "suspended": ExecutionFilter(status="suspended"),
     "blocked": ExecutionFilter(status="blocked"),
+    "paused": ExecutionFilter(status="paused"),
+    "needs attention": ExecutionFilter(status="needs_attention"),
+    "paused or needing attention in a tenant": ExecutionFilter(
+        tenant="tenant-3", actor_type="Shop", workflow="Refund", status=["paused", "needs_attention"]
+    ),
     "finished": ExecutionFilter(status="finished"),
     "failed": ExecutionFilter(outcome="failed"),
     "failed or defect in a tenant": ExecutionFilter(tenant="tenant-7", outcome=["failed", "defect"]),

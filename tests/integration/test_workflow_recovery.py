@@ -95,21 +95,26 @@ async def test_a_runner_killed_mid_activity_is_rerun_with_the_same_derived_ids(
 
 
 @pytest.mark.slow
-async def test_a_rerun_past_the_retry_window_is_outcome_unknown_and_sends_nothing(
+async def test_a_rerun_past_the_retry_window_needs_attention_and_sends_nothing(
     database_url: str, peek: Peek, clock: testing.Clock, relays: Callable[..., RelayProcess]
 ) -> None:
     dying = relays(faults="workflow.before_settle=crash")
-    async with flows.make_app(database_url).client() as client:
+    async with flows.make_app(database_url).client(akter.User("ops")) as client:
         run = await client.actor(Flows, "p7", tenant="acme").start(Settle, Job("late", seconds=0))
         assert dying.wait(timeout=30) == -9, dying.output()
         await clock.advance(timedelta(hours=25))  # past the derived ids' expiry
         relays()
+        await until(run.poll, lambda s: s.status == "needs_attention")
+        # nothing was sent again, and nothing recorded by guesswork: the attempt waits for a person
+        assert await ledger_attempts(peek) == [(1, True)]
+        acted = await client.resolve(run.execution_id, result=2)  # the operator checked: it did
+        assert acted.done, acted.message
         result = await run.result(timeout=60)
-    assert isinstance(result, Failure)
-    assert isinstance(result.failure(), akter.ActivityOutcomeUnknown), result
-    # nothing was sent again: the receiver still holds the first attempt's two effects
+    assert result == Success(Done("ledger 2; principal User(subject='ops'); tenant acme"))
+    # the receiver still holds the first attempt's two effects, and no others
     state = await peek.value("SELECT state FROM actor_state WHERE actor_id = 'ledger-late'")
     assert b'"effects":["late-a","late-b"]' in bytes(state)
+    assert await peek.count("actor_receipts", "ledger-late") == 2
     assert await ledger_attempts(peek) == [(1, False)]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import attrs
 import pytest
 
 import akter
@@ -88,3 +89,52 @@ def test_why_an_execution_is_where_it_is() -> None:
     assert _why(status="running") == "running a pass"
     assert _why(timer_due_at=later) == "resumes at 2026-12-01T14:00:00.000Z (in 2h00m)"
     assert _why() == "suspended with nothing due (no timer)"
+
+
+def test_why_an_execution_rests_until_a_person_acts() -> None:
+    from akter.operate.why import Rest
+
+    base: dict[str, object] = {
+        "outcome": None,
+        "blocked_reason": None,
+        "interrupt": False,
+        "interrupted_by": None,
+        "interrupt_reason": None,
+        "timer_due_at": None,
+        "timer_parked": None,
+        "now": NOW,
+    }
+    nap = Pending("nap#1", "clock", 1, None, None, NOW + timedelta(hours=1), NOW)
+    paused = Rest(paused_at=NOW - timedelta(minutes=2), paused_by="user:ops", pause_reason="deploy  42")
+    assert why(status="paused", pending=[nap], rest=paused, **base) == (  # type: ignore[arg-type]
+        "paused by user:ops: deploy 42 since 2026-12-01T11:58:00.000Z (2m00s ago);"
+        " then sleeping until 2026-12-01T13:00:00.000Z (in 1h00m) (nap#1)"
+    )
+    assert why(status="running", pending=[], rest=paused, **base) == (  # type: ignore[arg-type]
+        "pausing (paused by user:ops: deploy 42): its in-flight attempts settle, then it holds"
+    )
+    attention = Rest(attention_reason="activity ledger#1 attempt 1: expired\nids")
+    assert why(status="needs_attention", pending=[], rest=attention, **base) == (  # type: ignore[arg-type]
+        "needs attention: activity ledger#1 attempt 1: expired ids"
+    )
+    both = attrs.evolve(attention, paused_at=NOW, paused_by="user:ops")
+    assert why(status="needs_attention", pending=[], rest=both, **base).endswith("(paused by user:ops too)")  # type: ignore[arg-type]
+    interrupted = {**base, "interrupt": True, "interrupted_by": "user:ann"}
+    assert why(status="running", pending=[], rest=paused, **interrupted).startswith(  # type: ignore[arg-type]
+        "interrupted by user:ann; stopping"
+    )
+
+
+def test_a_held_execution_keeps_the_earliest_due_time_its_steps_recorded() -> None:
+    from akter.workflow.driver import StepKey, StepRow
+    from akter.workflow.holds import held_due
+
+    history = {
+        StepKey("nap"): [StepRow(StepKey("nap"), 1, "clock", None, due_ms=5_000)],
+        StepKey("paid"): [StepRow(StepKey("paid"), 1, "wait", None, due_ms=3_000)],
+        StepKey("done"): [StepRow(StepKey("done"), 1, "clock", {"ok": None}, due_ms=1_000)],
+        StepKey("charge"): [StepRow(StepKey("charge"), 1, "activity", {"defect": {}, "retry_at_ms": 4_000})],
+        StepKey("unknown"): [StepRow(StepKey("unknown"), 1, "activity", None)],
+    }
+    assert held_due(history) == 3_000
+    assert held_due({StepKey("unknown"): history[StepKey("unknown")]}) is None
