@@ -768,6 +768,10 @@ class Pass:
             "paused" if attention is None else f"needs attention: {attention.reason}",
             extra=logs.fields(execution=self.eid),
         )
+        if attention is None:
+            telemetry.pass_ended("paused")
+        else:
+            telemetry.pass_ended("needs_attention", {"akter.attention.reason": attention.reason})
         return True
 
     async def _finish(self, workflow: Workflow[Any, Any], final: Ok | Raise) -> None:

@@ -8,6 +8,7 @@ process would read (checked through a second connection)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -290,3 +291,37 @@ async def test_a_pass_whose_generation_was_taken_ends_fenced_not_failed(
 
 async def _ended(execution_id: str) -> bool:
     return bool(_passes(execution_id))
+
+
+async def test_a_pass_that_holds_for_a_pause_says_so(database_url: str, peek: Peek) -> None:
+    from tests.apps import flows
+
+    flows.CALLS.clear()
+    flows.GATES.clear()
+    app = flows.make_app(database_url)
+    async with app.relay() as relay, app.client() as client:
+        run = await client.actor(flows.Flows, "pz", tenant="acme").start(
+            flows.Book, flows.Job("held", seconds=0)
+        )
+        await until(lambda: asyncio.sleep(0, flows.CALLS.get("held-hold", 0)), lambda n: n == 1)
+        settling = testing.pause("workflow.before_settle", match="pz")
+        flows.gate("held-hold").set()
+        await settling.reached()  # the attempt in flight returned; its outcome is not recorded yet
+        await client.pause_executions(run.execution_id, reason="drain")
+        passes = app.workflow_runner._passes
+        await until(
+            lambda: asyncio.sleep(0, passes.get(run.execution_id)), lambda p: p is not None and p.pausing
+        )
+        settling.release()
+        await until(
+            lambda: peek.value(
+                "SELECT status FROM actor_workflow_executions WHERE execution_id = %s", run.execution_id
+            ),
+            lambda s: s == "paused",
+        )
+        await quiet(app, relay)
+        # the pass that held it says so (a later wake-up finds it resting and returns)
+        assert "paused" in [p["akter.pass.result"] for p in _passes(run.execution_id)]
+        await client.resume_executions(run.execution_id)
+        await run.result(timeout=60)
+    testing.disarm_all()
