@@ -172,6 +172,8 @@ class ExecutionId:
     owner: ActorRef
     workflow: str
     key: str
+    #: the canonical form, made once (a pass formats its execution's id on every statement)
+    _text: str = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         check_execution_key(self.key)
@@ -183,6 +185,11 @@ class ExecutionId:
             self.workflow.encode()
         except UnicodeEncodeError as exc:
             raise InvalidExecutionId(f"workflow name {self.workflow!r} is not valid UTF-8") from exc
+        parts = [self.owner.tenant, self.owner.actor_type, self.owner.actor_id, self.workflow, self.key]
+        raw = json.dumps(parts, separators=(",", ":"), ensure_ascii=False).encode()
+        object.__setattr__(
+            self, "_text", _EXECUTION_PREFIX + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        )
         if len(str(self)) > MAX_EXECUTION_ID_CHARS:
             raise InvalidExecutionKey(
                 f"the execution id of key {self.key[:40]!r}... would be {len(str(self))} characters, over "
@@ -191,9 +198,7 @@ class ExecutionId:
             )
 
     def __str__(self) -> str:
-        parts = [self.owner.tenant, self.owner.actor_type, self.owner.actor_id, self.workflow, self.key]
-        raw = json.dumps(parts, separators=(",", ":"), ensure_ascii=False).encode()
-        return _EXECUTION_PREFIX + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        return self._text
 
     @classmethod
     def parse(cls, text: object) -> ExecutionId:
