@@ -13,8 +13,9 @@ made per actor type while it keeps being right: after a wrong guess the type's n
 ``ABSENT_BACKOFF`` unknown actors take the two-round-trip way, so a process that serves mostly
 existing actors it has not seen pays the wasted round trip rarely.
 
-The memory is bounded: ``max_entries`` actors (least recently used leave first) and states of
-at most ``max_state_bytes`` (a larger state is not remembered; its turns take two round trips).
+The memory is bounded: ``max_entries`` actors and ``max_total_bytes`` of states in all (least
+recently used leave first), and states of at most ``max_state_bytes`` each (a larger state is
+not remembered; its turns take two round trips).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from akter.ids import ActorRef
 
 DEFAULT_MAX_ENTRIES = 10_000
 DEFAULT_MAX_STATE_BYTES = 16 * 1024
+#: what the remembered states may hold in all, so that the worst case stays small
+DEFAULT_MAX_TOTAL_BYTES = 16 * 1024 * 1024
 #: unknown actors of a type that take the two-round-trip way after a wrong "does not exist" guess
 ABSENT_BACKOFF = 64
 #: how far behind the database clock the process's estimate may be for an optimistic turn
@@ -51,11 +54,17 @@ class ActorCache:
     """Per-process memory of actors, for optimistic turns. Single event loop, no locking."""
 
     def __init__(
-        self, max_entries: int = DEFAULT_MAX_ENTRIES, max_state_bytes: int = DEFAULT_MAX_STATE_BYTES
+        self,
+        max_entries: int = DEFAULT_MAX_ENTRIES,
+        max_state_bytes: int = DEFAULT_MAX_STATE_BYTES,
+        max_total_bytes: int = DEFAULT_MAX_TOTAL_BYTES,
     ) -> None:
         self.max_entries = max_entries
         self.max_state_bytes = max_state_bytes
+        self.max_total_bytes = max_total_bytes
         self._known: OrderedDict[ActorRef, Known] = OrderedDict()
+        #: the bytes of the states remembered now
+        self.total_bytes = 0
         #: per actor type, unknown actors still to take the two-round-trip way
         self._absent_backoff: dict[str, int] = {}
         #: database clock minus this process's wall clock, from the last turn that loaded
@@ -87,26 +96,33 @@ class ActorCache:
         return ABSENT
 
     def remember(self, ref: ActorRef, known: Known) -> None:
+        self.forget(ref)
         if known.state is not None and len(known.state) > self.max_state_bytes:
-            self._known.pop(ref, None)
             return
         self._known[ref] = known
-        self._known.move_to_end(ref)
-        while len(self._known) > self.max_entries:
-            self._known.popitem(last=False)
+        self.total_bytes += _size(known)
+        while len(self._known) > self.max_entries or self.total_bytes > self.max_total_bytes:
+            _, oldest = self._known.popitem(last=False)
+            self.total_bytes -= _size(oldest)
 
     def stale(self, ref: ActorRef, guessed: Known) -> None:
         """The optimistic turn's check refused what was guessed: forget it."""
         self.misses += 1
-        self._known.pop(ref, None)
+        self.forget(ref)
         if guessed.version is None:
             self._absent_backoff[ref.actor_type] = ABSENT_BACKOFF
 
     def forget(self, ref: ActorRef) -> None:
-        self._known.pop(ref, None)
+        gone = self._known.pop(ref, None)
+        if gone is not None:
+            self.total_bytes -= _size(gone)
 
     def __len__(self) -> int:
         return len(self._known)
+
+
+def _size(known: Known) -> int:
+    return 0 if known.state is None else len(known.state)
 
 
 def _local_ms() -> int:

@@ -189,6 +189,12 @@ async def test_the_memory_is_bounded(database_url: str) -> None:
         assert cache.misses == 0
         # the oldest were forgotten: their next turn takes two round trips and is still right
         assert await client.actor(Counter, "c0", tenant="acme").send(add, Add(1)) == Success(2)
+        # and the states' bytes are bounded in all, whatever the count
+        cache.max_entries, cache.max_total_bytes = 1000, 3 * max(cache.total_bytes // 5, 1)
+        for i in range(12, 20):
+            await client.actor(Counter, f"c{i}", tenant="acme").send(add, Add(1))
+        assert cache.total_bytes <= cache.max_total_bytes
+        assert 1 <= len(cache) <= 3
 
 
 async def test_a_clock_jump_costs_a_round_trip_not_a_second_handler_run(
