@@ -674,7 +674,7 @@ def check(value: Any, as_type: Any) -> bytes:
     type, a value JSON cannot hold, one that would read back different — is ``InvalidInput``
     naming the field (``Ping cannot be stored: Ping.n: expected int, got str 'ten'``). Nothing is
     written meanwhile."""
-    root = path_root(as_type)
+    root = _root_of(as_type)
     try:
         body = canonical_json(to_primitive(value, as_type))
     except InvalidInput as exc:
@@ -687,6 +687,20 @@ def check(value: Any, as_type: Any) -> bytes:
     if difference is not None:
         raise InvalidInput(f"{root} would not read back as it was written: {difference}")
     return body
+
+
+_ROOTS: dict[Any, str] = {}
+
+
+def _root_of(as_type: Any) -> str:
+    """``path_root``, once per type: every turn checks its payload, state and events."""
+    try:
+        return _ROOTS[as_type]
+    except KeyError:
+        root = _ROOTS[as_type] = path_root(as_type)
+        return root
+    except TypeError:  # an unhashable annotation
+        return path_root(as_type)
 
 
 def _encodes(value: Any, as_type: Any) -> bool:
