@@ -141,6 +141,9 @@ async def test_a_relay_in_another_process_joins_the_trace_the_client_started(
             with trace.get_tracer("shop-frontend").start_as_current_span("checkout") as checkout:
                 order = demo.Order("order-1", "warehouse-1", demo.SKU, qty=1, amount_cents=900)
                 run = await orders.start(demo.Fulfil, order)
+            # a barrier on what the test asserts: the child's pass suspended before the payment
+            # and the clock can wake it (sent at once, they could reach a pass that never waits)
+            await until(run.poll, lambda s: s.status == "suspended")
             await orders.send(demo.pay, demo.Pay(order="order-1", amount_cents=900))
             await testing.Clock(database_url).advance(demo.COOL_OFF * 2)
             assert isinstance(await run.result(timeout=60), Success)
