@@ -119,6 +119,21 @@ class _Handoff:
             functools.partial(self.runner.schedule, self.record.ref, item.execution_id, self.generation, head)
         )
 
+    def woken(self, row: tuple[Any, ...] | None) -> None:
+        """The executions an event of this turn woke (``queries.WAKE_HERE``): each one's pass
+        runs here once the turn commits, as after a resume turn."""
+        self._took(row)
+        if self.runner is None or row is None:
+            return
+        for text, trace in zip(row[1] or (), row[2] or (), strict=True):
+            self.record.on_commit(functools.partial(self._wake, ExecutionId.parse(text), trace))
+
+    def _wake(self, eid: ExecutionId, trace: str | None) -> None:
+        """Run ``eid``'s pass here, in the trace that started it (not the waking event's)."""
+        if self.runner is not None:
+            with telemetry.joined(trace):
+                self.runner.schedule(self.record.ref, eid, self.generation)
+
     def resumed(self, item: ResumeMark, row: tuple[Any, ...] | None) -> None:
         self._took(row)
         if self.runner is not None:
@@ -201,7 +216,13 @@ class WorkflowHook:
                 notify = await holds.apply(conn, turn, base, item) or notify
         if record.events:
             tags = sorted({tag for _, tag, _ in record.events} & self.tags.get(ref.actor_type, frozenset()))
-            if tags:
+            if tags and runner is not None:
+                # the turn resumes what it wakes, for this process's runner: no relay hop
+                params = {**base, "tags": tags, "due": self._recovery_due(record)}
+                record.with_write(
+                    queries.WAKE_HERE, {**params, "activate": handoff.activate()}, handoff.woken
+                )
+            elif tags:
                 cur = await conn.execute(queries.WAKE_WAITS, {**base, "tags": tags, "due": None})
                 notify = notify or cur.rowcount > 0
         if notify:

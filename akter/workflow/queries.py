@@ -151,6 +151,45 @@ WITH x AS (
     + " RETURNING 1"
 )
 
+# The same, where the runner of this process owns the actor: the turn is the resume turn of every
+# execution it wakes (as ``RESUME_HERE``), so the pass runs here once it commits, with no
+# ``NOTIFY``, claim or resume turn between; each one's timer becomes a recovery timer. One that
+# rests until a person acts (paused, needs attention) is left as it is, as a resume leaves it: its
+# resume (or resolution) arms its timer, and the pass then finds the event. One row: the
+# generation taken (NULL: the runner holds one), the ids woken and their trace contexts.
+WAKE_HERE: LiteralString = (
+    """WITH
+w AS (
+    SELECT DISTINCT e.routing_key, e.execution_id
+      FROM actor_workflow_step s
+      JOIN actor_workflow_executions e
+        ON e.routing_key = s.routing_key AND e.execution_id = s.execution_id
+     WHERE s.routing_key = %(rk)s AND s.kind = 'wait' AND s.exit IS NULL
+       AND s.wait_tag = ANY(%(tags)s::text[])
+       AND e.tenant = %(tenant)s AND e.actor_type = %(actor_type)s AND e.actor_id = %(actor_id)s
+       AND e.status <> 'finished'),
+gen AS (
+    UPDATE actor_generations SET generation = generation + 1
+     WHERE """
+    + OWNER
+    + """ AND %(activate)s AND EXISTS (SELECT FROM w)
+    RETURNING generation),
+x AS (
+    UPDATE actor_workflow_executions e SET status = 'running', updated_at = akter_now()
+      FROM w
+     WHERE e.routing_key = w.routing_key AND e.execution_id = w.execution_id
+       AND e.status NOT IN ('finished', 'needs_attention') AND (e.status <> 'paused' OR e.interrupt)
+    RETURNING e.routing_key, e.execution_id, e.tenant, e.actor_type, e.actor_id, e.principal,
+              e.trace_context),
+arm AS ("""
+    + _arm_from("x")
+    + """ RETURNING 1)
+SELECT (SELECT generation FROM gen) AS generation,
+       (SELECT array_agg(execution_id ORDER BY execution_id) FROM x) AS woken,
+       (SELECT array_agg(trace_context ORDER BY execution_id) FROM x) AS traces,
+       (SELECT count(*) FROM arm) AS armed"""
+)
+
 # An interrupt turn (``commands.py``), under the owner's row lock the turn holds: flag the
 # execution, keep who asked first, and make its timer due now. ``status`` is NULL when no such
 # execution exists; a finished one is left as it is (``armed`` = 0).

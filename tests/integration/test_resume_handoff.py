@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 from returns.result import Success
 
-from akter import testing
+from akter import demo, testing
 from akter.actor.kernel import Committed
 from akter.actor.turn import Turn
 from akter.ids import ActorRef, CommandId, ExecutionId
@@ -24,7 +24,7 @@ from akter.workflow.queries import RESUME
 from tests.apps import flows
 from tests.apps.flows import Done, Flows, Job, Settle
 from tests.integration.conftest import Peek
-from tests.integration.workflow_support import until
+from tests.integration.workflow_support import quiet, until
 
 PRINCIPAL = "ledger 2; principal Anonymous(); tenant acme"
 
@@ -104,3 +104,44 @@ async def test_a_resume_whose_commit_fails_leaves_nothing_behind(
         # and nothing was lost: the backed-off resume is delivered again and the run finishes
         await clock.advance(timedelta(seconds=61))
         assert await run.result(timeout=60) == Success(Done(PRINCIPAL))
+
+
+async def test_an_event_resumes_a_waiting_execution_here_without_a_relay_delivery(
+    database_url: str, peek: Peek, clock: testing.Clock
+) -> None:
+    app = demo.make_app(database_url)
+    async with app.relay() as relay, app.client() as client:
+        orders = client.actor(demo.DemoShop, "shop-1", tenant="demo")
+        order = demo.Order("order-1", "warehouse-1", demo.SKU, qty=1, amount_cents=900)
+        run = await orders.start(demo.Fulfil, order)
+        await quiet(app, relay)
+        await clock.advance(demo.COOL_OFF * 2)
+        await quiet(app, relay)  # waiting for its payment
+        resumes = "SELECT count(*) FROM actor_receipts WHERE command = 'akter.wf.resume'"
+        before = await peek.value(resumes)
+        await orders.send(demo.pay, demo.Pay(order="order-1", amount_cents=900))
+        assert isinstance(await run.result(timeout=30), Success)
+        await quiet(app, relay)
+        # the pay turn was the resume turn: no timer was delivered to wake it
+        assert await peek.value(resumes) == before
+
+
+async def test_an_event_leaves_a_paused_execution_paused_until_it_is_resumed(
+    database_url: str, peek: Peek, clock: testing.Clock
+) -> None:
+    app = demo.make_app(database_url)
+    async with app.relay() as relay, app.client() as client:
+        orders = client.actor(demo.DemoShop, "shop-1", tenant="demo")
+        order = demo.Order("order-1", "warehouse-1", demo.SKU, qty=1, amount_cents=900)
+        run = await orders.start(demo.Fulfil, order)
+        await quiet(app, relay)
+        await clock.advance(demo.COOL_OFF * 2)
+        await quiet(app, relay)
+        await client.pause_executions(run.execution_id, reason="hold it")
+        await until(run.poll, lambda s: s.status == "paused")
+        await orders.send(demo.pay, demo.Pay(order="order-1", amount_cents=900))
+        await quiet(app, relay)
+        assert (await run.poll()).status == "paused"
+        await client.resume_executions(run.execution_id)
+        # the payment that came while it was paused is applied after the resume
+        assert isinstance(await run.result(timeout=30), Success)
