@@ -3,7 +3,8 @@
 The kernel, the relay and the workflow runner call ``await hit(point, *ids)`` at each named
 point. With nothing armed that is a dictionary lookup, so the points stay in production code.
 
-Faults are armed in process through ``akter.testing.faults`` (``crash`` or ``pause``) or, for
+Faults are armed in process through ``akter.testing`` (``crash``, ``pause`` or ``fail``, which
+raises ``InjectedFailure`` there, as a bug of akter's own would) or, for
 processes a test starts, through the ``AKTER_FAULTS`` environment variable::
 
     AKTER_FAULTS="turn.before_commit=crash@order-7,relay.before_delete=crash"
@@ -85,7 +86,21 @@ class Crash:
     match: str | None
 
 
-Fault = Pause | Crash
+class InjectedFailure(RuntimeError):
+    """What a ``Fail`` fault raises: a bug in akter's own code, where the test put it."""
+
+
+@attrs.define(eq=False)
+class Fail:
+    """Raise ``InjectedFailure`` at the point, every time it is reached (for ids equal to
+    ``match``): the engine meeting a bug of its own there, which it must survive."""
+
+    point: str
+    match: str | None
+    hits: int = 0
+
+
+Fault = Pause | Crash | Fail
 
 _armed: dict[str, list[Fault]] = {}
 
@@ -142,6 +157,9 @@ async def hit(point: str, *ids: str) -> None:
         if isinstance(fault, Crash):
             os.kill(os.getpid(), signal.SIGKILL)
             return  # not reached: SIGKILL cannot be caught
+        if isinstance(fault, Fail):
+            fault.hits += 1
+            raise InjectedFailure(f"injected failure at {point}")
         if fault.once:
             if fault not in faults:
                 continue  # taken by another caller while this one was blocked

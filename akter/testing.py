@@ -54,7 +54,7 @@ import psycopg
 from akter import faults
 from akter.errors import InvalidExecutionId
 from akter.explore import Explorer, ExploreReport, explore
-from akter.faults import POINTS, Crash, Pause
+from akter.faults import POINTS, Crash, Fail, Pause
 from akter.workflow import history_file, manifest, replay_read
 from akter.workflow.history_file import History
 from akter.workflow.replay import RecordedExecution
@@ -70,6 +70,7 @@ __all__ = [
     "Crash",
     "ExploreReport",
     "Explorer",
+    "Fail",
     "History",
     "Pause",
     "ReplayReport",
@@ -77,6 +78,7 @@ __all__ = [
     "disarm_all",
     "explore",
     "export_history",
+    "fail",
     "load_history",
     "pause",
     "read_history",
@@ -140,6 +142,14 @@ def crash(point: str, *, match: str | None = None) -> Crash:
 def pause(point: str, *, match: str | None = None, once: bool = True) -> Pause:
     """Block at ``point`` until ``release()``; await ``reached()`` to know it got there."""
     fault = Pause(point=point, match=match, once=once)
+    faults.arm(fault)
+    return fault
+
+
+def fail(point: str, *, match: str | None = None) -> Fail:
+    """Raise ``akter.faults.InjectedFailure`` at ``point`` every time it is reached (for ids
+    equal to ``match``), until disarmed: what a bug in akter's own code there would do."""
+    fault = Fail(point=point, match=match)
     faults.arm(fault)
     return fault
 

@@ -33,7 +33,14 @@ from typing import Any
 import attrs
 
 from akter import codec, tagged
-from akter.errors import ActivityOutcomeUnknown, CompensationFailed, CorruptRecord, Defect, Interrupted
+from akter.errors import (
+    ActivityOutcomeUnknown,
+    CompensationFailed,
+    CorruptRecord,
+    Defect,
+    Interrupted,
+    InvalidInput,
+)
 
 
 @attrs.frozen
@@ -62,11 +69,23 @@ ABANDONED: dict[str, Any] = {"abandoned": {}}
 
 
 def encode_error(error: BaseException, declared: Sequence[type[Exception]]) -> dict[str, Any]:
-    """A declared error keeps its class and fields; anything else is recorded as a defect."""
+    """A declared error keeps its class and fields; anything else is recorded as a defect, and
+    so is a declared error whose fields cannot be stored (the code that raised it has a bug: its
+    exit says which field, rather than the pass failing on it every time)."""
+    try:
+        exit_ = _encode_error(error, declared)
+        codec.canonical_json(exit_)  # what storing it will do: JSON must hold every field
+    except InvalidInput as exc:
+        message = f"declared error {type(error).__qualname__} cannot be stored: {exc}"
+        return {"defect": {"type": "InvalidInput", "message": message}}
+    return exit_
+
+
+def _encode_error(error: BaseException, declared: Sequence[type[Exception]]) -> dict[str, Any]:
     if isinstance(error, Interrupted):
         return {"interrupt": {}}
     if isinstance(error, CompensationFailed):
-        original = None if error.original is None else encode_error(error.original, declared)
+        original = None if error.original is None else _encode_error(error.original, declared)
         return {"compensation_failed": {"original": original, "failures": list(error.failures)}}
     if isinstance(error, tuple(declared)):
         return tagged.error(error)

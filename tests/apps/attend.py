@@ -1,6 +1,8 @@
-"""A pass that fails every time (an activity raising a declared error whose field cannot be
-stored), for the consecutive-failure cap of ``akter.workflow.holds``: after ``failed_pass_limit``
-failed passes in a row the execution needs attention instead of crash-looping."""
+"""Workflows for the consecutive-failure cap of ``akter.workflow.holds``: ``Mend``'s passes fail
+every time where a test arms ``akter.testing.fail`` (a bug in akter's own code, as it would
+look), so after ``failed_pass_limit`` failed passes in a row the execution needs attention
+instead of crash-looping; ``Relapse`` raises a declared error whose field cannot be stored,
+which is that activity's defect (recorded, retried, then failed), never a failing pass."""
 
 from __future__ import annotations
 
@@ -35,12 +37,26 @@ treat = Mend.activity("treat", success=str, errors=[Relapse])
 
 def _treat(patient: Patient) -> str:
     RUNS[patient.name] = RUNS.get(patient.name, 0) + 1
-    raise Relapse(severity=object())  # type: ignore[arg-type] -- the bug under test
+    return f"mended {patient.name}"
 
 
 @Mend.body
 async def mend(wf: akter.WorkflowContext, patient: Patient) -> str:
     return await treat(_treat, patient)
+
+
+Worse = Clinic.workflow("Worse", input=Patient, output=str, errors=[Relapse])
+relapse = Worse.activity("relapse", success=str, errors=[Relapse])
+
+
+def _relapse(patient: Patient) -> str:
+    RUNS[patient.name] = RUNS.get(patient.name, 0) + 1
+    raise Relapse(severity=object())  # type: ignore[arg-type] -- the bug under test
+
+
+@Worse.body
+async def worse(wf: akter.WorkflowContext, patient: Patient) -> str:
+    return await relapse(_relapse, patient)
 
 
 #: three failed passes in a row make an execution need attention (the default is five)
