@@ -64,7 +64,7 @@ from akter.errors import (
 )
 from akter.ids import ActorRef, ExecutionId
 from akter.outbox.intents import decode_caller
-from akter.workflow import activity, adopt, children, continue_as_new, exits, holds, queries
+from akter.workflow import activity, adopt, children, continue_as_new, exits, holds, queries, waiting
 from akter.workflow.context import WorkflowContext
 from akter.workflow.continue_as_new import ContinueAsNew
 from akter.workflow.declare import Workflow
@@ -82,15 +82,15 @@ from akter.workflow.driver import (
     StepRow,
     retry_at_ms,
 )
-from akter.workflow.effects import Wait
 from akter.workflow.exits import Ok, Raise
+from akter.workflow.step_params import key_params as _key_params
+from akter.workflow.step_params import record_params as _record_params
 
 if TYPE_CHECKING:
     from akter.workflow.runner import WorkflowRunner
 
 log = logging.getLogger("akter.workflow")
 
-SCAN_BATCH = 200
 #: a suspension whose timer is due within this many ms notifies the relay at once
 NOTIFY_WITHIN_MS = 10_000
 INTERRUPT_EXIT = codec.encode({"interrupt": {}})
@@ -122,10 +122,6 @@ def _row(r: dict[str, Any]) -> StepRow:
         cursor=r["wait_cursor"],
         scanned=r["scanned"],
     )
-
-
-def _key_params(key: StepKey) -> dict[str, Any]:
-    return {"step": key.step, "scope": key.scope, "occurrence": key.occurrence}
 
 
 class Pass:
@@ -437,7 +433,7 @@ class Pass:
                     return True
                 return due + 5  # the database clock is not there yet: nothing changed
             case AwaitEvent():
-                return await self._wait(need)
+                return await waiting.serve(self, need)
             case SettleRace(key=key, winner=winner):
                 exit_ = codec.encode({"winner": winner})
                 await self._record(_record_params("race", key, exit_=exit_))
@@ -609,57 +605,6 @@ class Pass:
         except TimeoutError as exc:
             raise Defect(f"attempt timed out after {limit}", error_type="TimeoutError") from exc
 
-    # ---- waits -------------------------------------------------------------------------------
-
-    async def _wait(self, need: AwaitEvent) -> bool | int | None:
-        effect, key, row = need.effect, need.key, need.row
-        step = effect.step
-        tag = step.event.__name__
-        if row is None:
-            after = None if effect.timeout is None else effect.timeout.total_seconds() * 1000
-            await self._record(_record_params("wait", key, after_ms=after, tag=tag, cursor=self.cursor))
-            return True
-        scanned = row.scanned if row.scanned is not None else self.cursor
-        async with self.sender.pool.connection() as conn:
-            cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(
-                queries.SCAN, {**self.params, "tag": tag, "after": scanned, "limit": SCAN_BATCH}
-            )
-            events = await cur.fetchall()
-        now = events[0]["now_ms"] if events else self.now_ms()
-        last = scanned
-        for ev in events:
-            last = ev["sequence"]
-            if row.due_ms is not None and ev["created_ms"] > row.due_ms:
-                # stamped after the deadline: it cannot win the race with the timeout. Events
-                # are not in time order when the clock stepped back, so later ones may still
-                # be in time: skip it, never stop the scan here.
-                continue
-            try:
-                primitive = codec.decode_primitive(bytes(ev["value"]))
-                value: Any = codec.from_primitive(primitive, step.event)
-            except CorruptRecord as exc:
-                # stored data, not the body's doing: park with the reason (invariant 13)
-                raise CorruptRecord(f"wait {key}: event #{last} does not decode: {exc}") from exc
-            try:
-                matched = effect.where is None or bool(effect.where(value))
-            except Exception as exc:
-                where = getattr(effect.where, "__qualname__", repr(effect.where))
-                message = f"the where predicate {where} of wait {key} raised on event #{last}: {exc!r}"
-                defect = {"type": type(exc).__qualname__, "message": message}
-                return await self._settle_wait(key, effect, {"defect": defect}, last, timed_out=False)
-            if matched:
-                match = {"ok": {"seq": last, "event": primitive}}
-                return await self._settle_wait(key, effect, match, last, timed_out=False)
-        if len(events) == SCAN_BATCH:
-            await self._mark_scanned(key, last)
-            return True
-        if row.due_ms is not None and now >= row.due_ms:
-            return await self._settle_wait(key, effect, {"ok": None}, last, timed_out=True)
-        if last != scanned:
-            await self._mark_scanned(key, last)
-        return row.due_ms
-
     def _rewrote(self, key: StepKey, *, exit_: bytes | None = None, scanned: int | None = None) -> None:
         """Record in the driver what a fenced write of the pass did to a clock's or wait's row
         (attempt 1), instead of reading it back: the fence rules out any other writer."""
@@ -670,44 +615,6 @@ class Pass:
         if scanned is not None:  # greatest(), which ignores NULL, as the statements do
             row = attrs.evolve(row, scanned=scanned if row.scanned is None else max(row.scanned, scanned))
         driver.record(row)
-
-    async def _mark_scanned(self, key: StepKey, scanned: int) -> None:
-        await self._fenced(queries.MARK_SCANNED, {**_key_params(key), "scanned": scanned})
-        self._rewrote(key, scanned=scanned)
-        self.writes += 1
-
-    async def _settle_wait(
-        self, key: StepKey, effect: Wait, exit_: dict[str, Any], seq: int, *, timed_out: bool
-    ) -> bool | int | None:
-        """Settle a wait; True when a row changed (advance again). A refused timeout (an event
-        stamped in time arrived past the scanned mark) has still advanced the scanned mark, so
-        the next scan starts beyond what this one read."""
-        encoded = codec.encode(exit_)
-        result = await self._fenced(
-            queries.SETTLE_WAIT,
-            {
-                **_key_params(key),
-                "tag": effect.step.event.__name__,
-                "exit": encoded,
-                "scanned": seq,
-                "timeout": timed_out,
-            },
-        )
-        if result["settled"]:
-            self._rewrote(key, exit_=encoded, scanned=seq)
-        elif timed_out:
-            self._rewrote(key, scanned=seq)  # refused: only the scanned mark moved
-        else:
-            await self._reload(key)  # already settled (not by this pass): read what is there
-        if result["settled"]:
-            self.writes += 1
-            if not timed_out and "ok" in exit_:
-                self.cursor = max(self.cursor, seq)
-            return True
-        if timed_out:
-            self.writes += 1  # the scanned mark moved; there are new events to read
-            return True
-        return None
 
     # ---- suspend and finish -----------------------------------------------------------------
 
@@ -838,22 +745,3 @@ class Pass:
             return "failed", exit_
         log.warning("execution ended with a defect: %r", final.error, extra=logs.fields(execution=self.eid))
         return "defect", exit_
-
-
-def _record_params(
-    kind: str,
-    key: StepKey,
-    *,
-    exit_: bytes | None = None,
-    after_ms: float | None = None,
-    tag: str | None = None,
-    cursor: int | None = None,
-) -> dict[str, Any]:
-    return {
-        "kind": kind,
-        **_key_params(key),
-        "exit": exit_,
-        "after_ms": after_ms,
-        "wait_tag": tag,
-        "cursor": cursor,
-    }
