@@ -110,13 +110,20 @@ SELECT (SELECT generation FROM gen) AS generation, (SELECT count(*) FROM arm) AS
 # interval ahead, so that if this process dies before the pass suspends or finishes, the relay
 # delivers another resume. A paused execution, or one that needs attention, is left as it is
 # (``holds.py``): the delivered timer changes nothing, and its pass finds nothing to run.
-_RESUME_CTE: LiteralString = """
+# What a resume may set running: an open execution, except one that rests until a person acts
+# (paused, needs attention: holds.py), unless it is being interrupted.
+_RESUMABLE: LiteralString = (
+    "status <> 'finished' AND status <> 'needs_attention' AND (status <> 'paused' OR interrupt)"
+)
+_RESUME_CTE: LiteralString = (
+    """
 x AS (
     UPDATE actor_workflow_executions SET status = 'running', updated_at = akter_now()
-     WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND status <> 'finished'
-       -- one that rests until a person acts stays as it is (holds.py), unless interrupted
-       AND status <> 'needs_attention' AND (status <> 'paused' OR interrupt)
+     WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND """
+    + _RESUMABLE
+    + """
     RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal, trace_context)"""
+)
 RESUME_TURN: LiteralString = "WITH" + _RESUME_CTE + _arm_from("x")
 
 # The resume turn for the runner of this process that owns the actor, taking its generation in
@@ -134,19 +141,23 @@ SELECT (SELECT generation FROM gen) AS generation"""
 
 # A turn emitted events: executions of this owner with a pending wait on one of their tags get
 # their timer due now (inserted if the wait had none), so no event is missed (invariant 6).
-WAKE_WAITS: LiteralString = (
-    """
-WITH x AS (
-    SELECT DISTINCT e.routing_key, e.execution_id, e.tenant, e.actor_type, e.actor_id, e.principal,
-                    e.trace_context
+# The open executions of this owner with a pending wait on one of %(tags)s (after the columns).
+_WAITING_ON_TAGS: LiteralString = """
       FROM actor_workflow_step s
       JOIN actor_workflow_executions e
         ON e.routing_key = s.routing_key AND e.execution_id = s.execution_id
      WHERE s.routing_key = %(rk)s AND s.kind = 'wait' AND s.exit IS NULL
        AND s.wait_tag = ANY(%(tags)s::text[])
        AND e.tenant = %(tenant)s AND e.actor_type = %(actor_type)s AND e.actor_id = %(actor_id)s
-       AND e.status <> 'finished')
-"""
+       AND e.status <> 'finished')"""
+
+WAKE_WAITS: LiteralString = (
+    """
+WITH x AS (
+    SELECT DISTINCT e.routing_key, e.execution_id, e.tenant, e.actor_type, e.actor_id, e.principal,
+                    e.trace_context"""
+    + _WAITING_ON_TAGS
+    + "\n"
     + _arm_from("x")
     + " RETURNING 1"
 )
@@ -160,14 +171,9 @@ WITH x AS (
 WAKE_HERE: LiteralString = (
     """WITH
 w AS (
-    SELECT DISTINCT e.routing_key, e.execution_id
-      FROM actor_workflow_step s
-      JOIN actor_workflow_executions e
-        ON e.routing_key = s.routing_key AND e.execution_id = s.execution_id
-     WHERE s.routing_key = %(rk)s AND s.kind = 'wait' AND s.exit IS NULL
-       AND s.wait_tag = ANY(%(tags)s::text[])
-       AND e.tenant = %(tenant)s AND e.actor_type = %(actor_type)s AND e.actor_id = %(actor_id)s
-       AND e.status <> 'finished'),
+    SELECT DISTINCT e.routing_key, e.execution_id"""
+    + _WAITING_ON_TAGS
+    + """,
 gen AS (
     UPDATE actor_generations SET generation = generation + 1
      WHERE """
@@ -177,8 +183,9 @@ gen AS (
 x AS (
     UPDATE actor_workflow_executions e SET status = 'running', updated_at = akter_now()
       FROM w
-     WHERE e.routing_key = w.routing_key AND e.execution_id = w.execution_id
-       AND e.status NOT IN ('finished', 'needs_attention') AND (e.status <> 'paused' OR e.interrupt)
+     WHERE e.routing_key = w.routing_key AND e.execution_id = w.execution_id AND """
+    + _RESUMABLE
+    + """
     RETURNING e.routing_key, e.execution_id, e.tenant, e.actor_type, e.actor_id, e.principal,
               e.trace_context),
 arm AS ("""
