@@ -344,9 +344,7 @@ async def _turn_once(
         answers = await _answers(cur, batched)
     if cache is not None and row.version is not None:
         cache.remember(request.ref, _after_write(row.version, row, write, record))
-    for (_, _, answer), answered in zip(batched, answers, strict=True):
-        if answer is not None:
-            answer(answered)
+    _hand_answers(record, answers)
     return turn, record
 
 
@@ -431,9 +429,7 @@ async def _turn_optimistic(
     if record.database_now_ms is not None:
         cache.observe_clock(record.database_now_ms)
     cache.remember(request.ref, _after_write(known.version or 0, row, write, record))
-    for (_, _, answer), answered in zip(record._batched, answers, strict=True):
-        if answer is not None:
-            answer(answered)
+    _hand_answers(record, answers)
     return (turn, record), prior
 
 
@@ -542,6 +538,13 @@ async def _load(
     if cache is not None:
         cache.observe_clock(row.now_ms)
     return row, cur
+
+
+def _hand_answers(record: Committed, answers: list[tuple[Any, ...] | None]) -> None:
+    """Give each batched statement's answer (its first row) to the hook that asked for it."""
+    for (_, _, answer), answered in zip(record._batched, answers, strict=True):
+        if answer is not None:
+            answer(answered)
 
 
 async def _answers(
