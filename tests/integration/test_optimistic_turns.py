@@ -6,7 +6,12 @@ two-round-trip turn would have committed, seen through a second connection."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -19,8 +24,11 @@ from akter.actor.cache import ActorCache
 from tests.apps import counter
 from tests.apps.counter import Add, Counter, TooMuch, add, add_at_most_10
 from tests.integration.conftest import Peek
+from tests.integration.workflow_support import until
 
 pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cache(client: Any) -> ActorCache:
@@ -250,3 +258,42 @@ async def test_a_start_after_the_clock_jumped_past_the_retry_window_goes_through
         # which mints it again when the database finds it expired
         run = await handle.start(flows.Settle, flows.Job("second", seconds=600))
         assert (await run.poll()).status in {"running", "suspended"}
+
+
+async def test_an_optimistic_turn_before_its_commit_is_invisible_and_a_rival_waits_for_it(
+    database_url: str, peek: Peek
+) -> None:
+    one, two = (akter.App([Counter], database_url=database_url) for _ in range(2))
+    async with one.client() as a, two.client() as b:
+        ha, hb = a.actor(Counter, "c1", tenant="acme"), b.actor(Counter, "c1", tenant="acme")
+        await ha.send(add, Add(1))
+        hits = _cache(a).hits
+        gate = testing.pause("turn.before_commit", match="c1")
+        mine = asyncio.create_task(ha.send(add, Add(1)))  # remembered: one batch, held before COMMIT
+        await gate.reached()
+        assert await peek.value("SELECT count(*) FROM actor_receipts") == 1
+        rival = asyncio.create_task(hb.send(add, Add(10)))  # blocks on the row lock the batch holds
+        await until(lambda: peek.value("SELECT count(*) FROM pg_locks WHERE NOT granted"), lambda n: n >= 1)
+        gate.release()
+        assert await mine == Success(2)
+        assert await rival == Success(12)
+        assert _cache(a).hits == hits + 1
+    assert await peek.rows("SELECT array_agg(sequence ORDER BY sequence) FROM actor_events") == [([1, 2, 3],)]
+
+
+@pytest.mark.slow
+async def test_a_process_killed_inside_an_optimistic_batch_leaves_nothing(
+    database_url: str, peek: Peek
+) -> None:
+    env = {**os.environ, "AKTER_FAULTS": "turn.before_commit=crash@k2", "PYTHONPATH": str(ROOT)}
+    died = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "tests.apps.send_twice", database_url, "k1", "k2"],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert died.returncode == -signal.SIGKILL, died.stderr
+    # k2's row was created under its lock by the check, inside the batch that died: nothing stays
+    assert await peek.rows("SELECT actor_id FROM actor_generations ORDER BY 1") == [("k1",)]
+    assert await peek.value("SELECT count(*) FROM actor_receipts") == 1
+    async with akter.App([Counter], database_url=database_url).client() as client:
+        assert await client.actor(Counter, "k2", tenant="acme").send(add, Add(5)) == Success(5)
