@@ -15,11 +15,12 @@ itself: no ``finally`` block, no atexit handler, no orderly rollback — the dat
 connection, exactly as after a power cut.
 
 The workflow points, in the order a pass meets them: ``workflow.before_pass`` (a start or resume
-turn committed and handed its execution to this process's runner; the pass has loaded nothing
-— after a resume, this is "after a resume turn's commit"), ``workflow.before_activity`` (an
-attempt written pending, its work not begun), ``workflow.before_settle`` (the work done, its
-outcome not recorded), ``workflow.before_suspend`` (every branch parked, the suspension not
-written). Each is passed the actor id and the execution id.
+turn committed and handed its execution to this process's runner; the pass has loaded nothing —
+after a resume, this is "after a resume turn's commit"), ``workflow.before_activity`` (an attempt
+written pending, its work not begun), ``workflow.before_settle`` (the work done, its outcome not
+recorded), ``workflow.before_clock_settle`` (a sleep held in process is due, or about to be, on the
+process's clock estimate; its settle not sent), ``workflow.before_suspend`` (every branch parked,
+the suspension not written). Each is passed the actor id and the execution id.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ POINTS = frozenset(
         "workflow.before_pass",
         "workflow.before_activity",
         "workflow.before_settle",
+        "workflow.before_clock_settle",
         "workflow.before_suspend",
         "operate.before_send",
     }

@@ -98,6 +98,12 @@ CLOCK_EXIT = codec.encode({"ok": None})
 ABANDONED_EXIT = codec.encode(exits.ABANDONED)
 #: a pass whose next due time is at most this many ms away waits for it instead of suspending
 HOLD_MS = 1000
+#: a held clock is settled this many ms before it falls due on the process's estimate of the
+#: database clock, which trails the server by the last reading's statement time: the server
+#: waits out the rest (sql/019), so the sleep ends on time and never early
+SETTLE_AHEAD_MS = 5
+#: the longest the server waits for a clock to fall due before settling it
+SETTLE_HOLD_MS = 25.0
 #: the longest a pass waits before retrying a suspension refused with nothing new to act on
 MAX_BACKOFF = 2.0
 
@@ -424,14 +430,9 @@ class Pass:
                 await self._record(_record_params("clock", key, after_ms=after))
                 return True
             case ClockDue(key=key, due_ms=due):
-                if due > now:
-                    return due
-                row = await self._fenced(queries.SETTLE_CLOCK, {**_key_params(key), "exit": CLOCK_EXIT})
-                if row["settled"]:  # the row is as the pass wrote it: nothing to read back
-                    self._rewrote(key, exit_=CLOCK_EXIT)
-                    self.writes += 1
-                    return True
-                return due + 5  # the database clock is not there yet: nothing changed
+                if due - now > SETTLE_AHEAD_MS:
+                    return due - SETTLE_AHEAD_MS
+                return await self._settle_clock(key)
             case AwaitEvent():
                 return await waiting.serve(self, need)
             case SettleRace(key=key, winner=winner):
@@ -445,6 +446,23 @@ class Pass:
                 await self._record(_record_params("clock", key, after_ms=0))
                 return True
         raise AssertionError(need)  # pragma: no cover
+
+    async def _settle_clock(self, key: StepKey) -> bool | int:
+        """Settle a clock due now or within ``SETTLE_AHEAD_MS``: True once settled; else the
+        time (on the estimate) to ask again — the database clock is not there yet."""
+        await faults.hit("workflow.before_clock_settle", self.ref.actor_id, str(self.eid))
+        extra = {**_key_params(key), "exit": CLOCK_EXIT, "hold_ms": SETTLE_HOLD_MS}
+        row = await self._fenced(queries.SETTLE_CLOCK, extra)
+        self.sender.session.observe_clock(row["now_ms"])  # read as the statement ended
+        if row["settled"]:  # the row is as the pass wrote it: nothing to read back
+            self._rewrote(key, exit_=CLOCK_EXIT)
+            self.writes += 1
+            return True
+        if row["due_ms"] is None:  # no open clock row: read what the record says
+            await self._reload(key)
+            return True
+        # due further than the server waits (the clock moved, or the estimate is off)
+        return self.now_ms() + max(1, row["due_ms"] - row["now_ms"] - SETTLE_AHEAD_MS)
 
     def _give_up(self, key: StepKey) -> None:
         """An attempt nobody awaits any more: an async one is cancelled and records itself as

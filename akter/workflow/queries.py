@@ -302,21 +302,11 @@ SELECT s.step, s.scope, s.occurrence, s.attempt, s.kind, s.exit,
  ORDER BY s.attempt"""
 )
 
-# A clock settles only once the database clock has passed its recorded due time.
-SETTLE_CLOCK: LiteralString = (
-    "WITH "
-    + FENCE
-    + """,
-up AS (
-    UPDATE actor_workflow_step s SET exit = %(exit)s, settled_at = akter_now()
-      FROM fence
-     WHERE s.routing_key = %(rk)s AND s.execution_id = %(eid)s AND """
-    + _OCCURRENCE
-    + """
-       AND s.attempt = 1 AND s.exit IS NULL AND s.due_at <= akter_now()
-    RETURNING 1)
-SELECT (SELECT count(*) FROM fence) AS fenced, (SELECT count(*) FROM up) AS settled"""
-)
+# A clock settles only once the database clock has passed its recorded due time; one due within
+# %(hold_ms)s is waited for on the server first (sql/019), so the pass may ask a little early.
+SETTLE_CLOCK: LiteralString = """SELECT fenced, settled, due_ms, now_ms FROM akter_wf_settle_clock(
+    %(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(generation)s, %(eid)s,
+    %(step)s, %(scope)s, %(occurrence)s, %(exit)s, %(hold_ms)s)"""
 
 # The events a pending wait has not scanned yet (of its tag, after its scanned mark), with the
 # database clock; the predicate runs in Python, outside any lock.
