@@ -462,7 +462,7 @@ class Pass:
             await self._reload(key)
             return True
         # due further than the server waits (the clock moved, or the estimate is off)
-        return self.now_ms() + max(1, row["due_ms"] - row["now_ms"] - SETTLE_AHEAD_MS)
+        return self.now_ms() + max(1, int(row["due_ms"]) - int(row["now_ms"]) - SETTLE_AHEAD_MS)
 
     def _give_up(self, key: StepKey) -> None:
         """An attempt nobody awaits any more: an async one is cancelled and records itself as
