@@ -84,7 +84,8 @@ _EXECUTIONS: LiteralString = (
 )
 _EXECUTION: LiteralString = """
 SELECT execution_id, workflow, key, manifest_hash, payload, principal, versions, event_cursor, status,
-       interrupt, outcome, result, blocked_reason, started_at, updated_at, finished_at, akter_now() AS now
+       interrupt, outcome, result, blocked_reason, started_at, updated_at, finished_at, run_number,
+       deadline_at, akter_now() AS now
   FROM actor_workflow_executions
  WHERE routing_key = %(rk)s AND execution_id = %(eid)s"""
 _STEPS: LiteralString = """
@@ -357,6 +358,8 @@ async def read_execution(
         timer=_outbox(app, ref, timers[0]) if timers else None,
         children=children,
         parent_id=parent_id,
+        run_number=row["run_number"],
+        deadline_at=row["deadline_at"],
     )
 
 

@@ -72,6 +72,19 @@ def step_line(step: StepView, now: datetime) -> str:
     return f"{head}: pending (started {when(step.started_at, now)})"
 
 
+def _times(view: ExecutionView) -> list[str]:
+    """When the execution started and finished, which run it is, and its deadline."""
+    now = view.now
+    lines = [f"  started    {when(view.started_at, now)}"]
+    if view.finished_at is not None:
+        lines.append(f"  finished   {when(view.finished_at, now)}")
+    if view.run_number > 1:
+        lines.append(f"  run        {view.run_number} (continued as new {view.run_number - 1} times)")
+    if view.deadline_at is not None:
+        lines.append(f"  deadline   {when(view.deadline_at, now)}")
+    return lines
+
+
 def render_execution(view: ExecutionView) -> str:
     now = view.now
     status = view.status + (f" ({view.outcome})" if view.outcome else "")
@@ -82,10 +95,8 @@ def render_execution(view: ExecutionView) -> str:
         f"  owner      {view.owner}",
         f"  workflow   {view.workflow}, key {view.key!r}, manifest {view.manifest_hash[:12]}",
         f"  status     {status}",
-        f"  started    {when(view.started_at, now)}",
+        *_times(view),
     ]
-    if view.finished_at is not None:
-        lines.append(f"  finished   {when(view.finished_at, now)}")
     if view.blocked_reason:
         lines.append(f"  blocked    {one_line(view.blocked_reason)}")
     lines += [

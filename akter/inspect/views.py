@@ -115,6 +115,10 @@ class ExecutionView:
     children: ChildProgress | None = None
     #: the execution that started this one as its child
     parent_id: str | None = None
+    #: which run of the execution this is: one more per ``continue_as_new``
+    run_number: int = 1
+    #: when the execution is interrupted if it has not finished (``start(..., timeout=)``)
+    deadline_at: datetime | None = None
 
 
 @attrs.frozen

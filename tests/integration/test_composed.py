@@ -16,8 +16,9 @@ from click.testing import CliRunner
 from returns.result import Failure, Success
 
 import akter
-from akter import codec, testing
+from akter import codec, inspect, testing
 from akter.cli import main
+from akter.ids import ExecutionId
 from akter.operate.timeline import render_timeline
 from tests.apps import composed
 from tests.apps.composed import (
@@ -132,6 +133,13 @@ async def test_wf_log_emits_once_and_never_on_replay(
     assert all(r.execution == run.execution_id for r in caplog.records if r.name == "akter.workflow.body")  # type: ignore[attr-defined]
 
 
+async def inspected(peek: Peek, app: akter.App, execution_id: str) -> str:
+    """What ``akter inspect`` prints of the execution."""
+    view = await inspect.read_execution(peek.conn, app, ExecutionId.parse(execution_id))
+    assert view is not None
+    return inspect.render_execution(view)
+
+
 # ---- deadlines ---------------------------------------------------------------------------------
 
 
@@ -149,6 +157,7 @@ async def test_a_declared_deadline_interrupts_a_suspended_execution_and_compensa
     timeline = await client.timeline(run.execution_id)
     assert timeline.deadline_at is not None
     assert "  deadline   " in render_timeline(timeline)
+    assert "  deadline   " in await inspected(peek, app, run.execution_id)
     assert await peek.value("SELECT count(*) FROM actor_outbox WHERE timer_key LIKE 'wfdl:%%'") == 1
     await clock.advance(timedelta(minutes=61))
     result = await run.result(timeout=60)
@@ -337,6 +346,7 @@ async def test_an_event_between_two_runs_is_not_lost(env: tuple[akter.App, Any, 
     assert [(r.run_number, r.outcome, r.steps) for r in timeline.runs] == [(1, "continued", 1)]
     assert [e.step for e in timeline.entries] == ["pinged#1"]
     assert "run        2 (the runs before it: 1)" in render_timeline(timeline)
+    assert "  run        2 (continued as new 1 times)" in await inspected(peek, app, run.execution_id)
     await quiet(app, relay)
 
 
