@@ -21,6 +21,7 @@ from returns.result import Success
 import akter
 from akter import codec, testing
 from akter.workflow import exits
+from akter.workflow import run as run_module
 from akter.workflow.run import Run
 from tests.integration.conftest import Peek
 from tests.integration.workflow_support import until
@@ -62,6 +63,9 @@ def body(size: int) -> str:
 
 @pytest.fixture
 def polls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The reads ``result()`` makes; with no fallback poll within a test (every read counted is
+    one a notification, a reconnect or the first check asked for)."""
+    monkeypatch.setattr(run_module, "POLL_FALLBACK", 3600.0)
     seen: list[str] = []
     original = Run._poll
 
@@ -151,8 +155,9 @@ async def test_a_note_that_does_not_decode_or_names_another_run_is_read_past(
 
 
 async def test_a_waiter_that_never_hears_the_notification_finds_the_result_by_polling(
-    database_url: str, clock: testing.Clock, polls: list[str]
+    database_url: str, clock: testing.Clock, polls: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(run_module, "POLL_FALLBACK", 0.2)
     async with apart(database_url) as client:
         run = await suspended(client, "n4", 16)
 
@@ -166,3 +171,26 @@ async def test_a_waiter_that_never_hears_the_notification_finds_the_result_by_po
         result = await task
     assert result == Success(Text(body(16)))
     assert len(polls) >= 2  # found by a fallback poll, not a notification
+
+
+async def test_a_result_notified_after_the_listener_reconnected_needs_no_read(
+    database_url: str, clock: testing.Clock, polls: list[str], peek: Peek
+) -> None:
+    listeners = (
+        "SELECT pid FROM pg_stat_activity"
+        " WHERE application_name = 'akter-results' AND datname = current_database()"
+    )
+    async with apart(database_url) as client:
+        run = await suspended(client, "n5", 24)
+        polls.clear()
+        task = await waiting(run, polls)
+        listener = run._results
+        assert await listener.listening(30)
+        await until(lambda: peek.rows(listeners), lambda rows: len(rows) == 1)
+        await peek.rows(f"SELECT pg_terminate_backend(pid) FROM ({listeners}) AS l")
+        # the reconnect wakes the waiter, which reads once more (a note may have been lost)
+        await until(lambda: asyncio.sleep(0, (listener.connects, len(polls))), lambda v: v == (2, 2))
+        await clock.advance(timedelta(seconds=601))
+        result = await task
+    assert result == Success(Text(body(24)))
+    assert polls == [run.execution_id] * 2  # none after the finish
