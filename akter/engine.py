@@ -47,6 +47,12 @@ from akter.workflow.manifest_store import accept as accept_manifests
 
 #: the channel ``akter_wf_finish`` notifies with an execution id (``akter.workflow.run``)
 FINISHED_CHANNEL = "akter_finished"
+#: the channel ``akter_wf_finish`` notifies a small result on, for the waiters of
+#: ``FINISHED_CHANNEL`` (``sql/021``)
+RESULT_CHANNEL = "akter_result"
+#: the channel ``akter_wf_finish`` notifies a small result on, for the waiters of
+#: ``FINISHED_CHANNEL`` (``sql/021``)
+RESULT_CHANNEL = "akter_result"
 
 
 class Declarations(Protocol):
@@ -118,7 +124,13 @@ class Engine:
         except BaseException:
             await pool.close()
             raise
-        listener = Listener(url, FINISHED_CHANNEL, channels=(EVENTS_CHANNEL,), name="akter-results")
+        listener = Listener(
+            url,
+            FINISHED_CHANNEL,
+            channels=(EVENTS_CHANNEL,),
+            values={RESULT_CHANNEL: FINISHED_CHANNEL},
+            name="akter-results",
+        )
         session = Session(url, pool, listener, retry_window_ms=window, skew_ms=skew_ms)
         return cls(app, session)
 

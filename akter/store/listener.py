@@ -16,6 +16,13 @@ restart does not make every process reconnect in lockstep) and, once it listens 
 therefore re-check the database on every wake, and also on a fallback interval of their own:
 the listener only makes waiting fast, it is never what makes it correct.
 
+A channel named in ``values`` carries a value with its key: its payload is ``<text> <key>``
+(``text`` without a space), and the listener hands ``Noted(text)`` to the subscribers of ``key``
+on the channel it names, which wakes them as a notification would. The engine maps
+``akter_result`` to ``akter_finished`` this way: a finish notifies the result itself when it is
+small (``sql/021``), so a waiter in another process needs no read after the wake. What the text
+means, and whether to trust it, is the waiter's business; one it cannot use reads as always.
+
 It is store code: it knows channels and payloads, nothing of executions or actors.
 """
 
@@ -24,9 +31,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
+import attrs
 import psycopg
 import stamina
 
@@ -37,6 +45,14 @@ from akter.store.sqlstate import is_connection_lost
 log = logging.getLogger("akter.listener")
 
 
+@attrs.frozen
+class Noted:
+    """A value a notification carried (``Listener(values=...)``): its text, for the waiter to
+    decode and check; the database's row stays the truth."""
+
+    text: str
+
+
 class Subscription:
     """One waiter's interest in one payload. ``clear()`` before re-checking the database, then
     ``wait()``: a notification or a reconnect that arrives in between is not lost."""
@@ -45,7 +61,8 @@ class Subscription:
         self._listener = listener
         self.key = key
         self._event = asyncio.Event()
-        #: what this process learned itself and handed over (``Listener.hand_over``), if anything
+        #: what this process learned itself and handed over (``Listener.hand_over``), or what a
+        #: notification carried (``Noted``), if anything
         self.value: object | None = None
 
     def clear(self) -> None:
@@ -81,6 +98,7 @@ class Listener:
         channel: str,
         *,
         channels: tuple[str, ...] = (),
+        values: Mapping[str, str] | None = None,
         name: str = "akter-listener",
         wait_initial: float = 0.05,
         wait_max: float = 5.0,
@@ -90,6 +108,9 @@ class Listener:
         self.channel = channel
         #: every channel the one connection listens on: ``channel`` first, then ``channels``
         self.channels = (channel, *(c for c in channels if c != channel))
+        #: channels whose payload is ``<text> <key>``, and the channel whose subscribers get it
+        self.values = dict(values or {})
+        self._listened = (*self.channels, *(c for c in self.values if c not in self.channels))
         self.name = name
         self._wait_initial = wait_initial
         self._wait_max = wait_max
@@ -151,6 +172,19 @@ class Listener:
             self._task = loop.create_task(self._run(), name=f"{self.name} {self.channel}")
             self._task.add_done_callback(_report)
 
+    def _dispatch(self, channel: str, payload: str) -> None:
+        target = self.values.get(channel)
+        if target is None:
+            for sub in tuple(self._waiters.get((channel, payload), ())):
+                sub.wake()
+            return
+        text, sep, key = payload.partition(" ")
+        if not sep:
+            log.debug("ignored a note on %s without a key", channel)
+            return
+        for sub in tuple(self._waiters.get((target, key), ())):
+            sub.hand(Noted(text))
+
     def _wake_all(self) -> None:
         for waiters in self._waiters.values():
             for sub in waiters:
@@ -159,7 +193,7 @@ class Listener:
     async def _connect(self) -> psycopg.AsyncConnection[Any]:
         conn = await psycopg.AsyncConnection.connect(self.url, **connection_kwargs(self.url, name=self.name))
         try:
-            for channel in self.channels:
+            for channel in self._listened:
                 await conn.execute(f"LISTEN {channel}")
         except BaseException:
             await conn.close()
@@ -197,8 +231,7 @@ class Listener:
                 # Whatever was notified while nobody listened is lost: every waiter re-checks.
                 self._wake_all()
                 async for note in conn.notifies():
-                    for sub in self._waiters.get((note.channel, note.payload), ()):
-                        sub.wake()
+                    self._dispatch(note.channel, note.payload)
             except psycopg.Error as exc:
                 if not is_connection_lost(exc):
                     raise

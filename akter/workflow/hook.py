@@ -52,7 +52,7 @@ from akter.errors import CorruptRecord, ExecutionNotRetryable, InvalidExecutionI
 from akter.ids import ActorRef, ExecutionId
 from akter.outbox import queries as outbox_queries
 from akter.outbox.intents import encode_caller
-from akter.workflow import children, deadline, holds, key_policy, manifest, queries
+from akter.workflow import children, claim, deadline, holds, key_policy, manifest, queries
 from akter.workflow.commands import (
     LAYER,
     MAX_REASON,
@@ -138,7 +138,13 @@ class _Handoff:
         self._took(row)
         if self.runner is not None:
             self.record.on_commit(
-                functools.partial(self.runner.schedule, self.record.ref, item.execution_id, self.generation)
+                functools.partial(
+                    self.runner.schedule,
+                    self.record.ref,
+                    item.execution_id,
+                    self.generation,
+                    claim.head_of(row),
+                )
             )
 
 
@@ -204,7 +210,9 @@ class WorkflowHook:
                     record.with_write(queries.RESUME_TURN, {**params, "due": None})
                     continue
                 params |= {"due": self._recovery_due(record), "activate": handoff.activate()}
-                record.with_write(queries.RESUME_HERE, params, functools.partial(handoff.resumed, item))
+                # the statement also returns the execution's head when it has no step yet, so
+                # its pass runs without a load (``claim.py``)
+                record.with_write(claim.RESUME_HERE_HEAD, params, functools.partial(handoff.resumed, item))
             elif isinstance(item, InterruptMark):
                 notify = await self._interrupt(conn, turn, base, item) or notify
             elif isinstance(item, RetryMark):

@@ -12,6 +12,8 @@ or another member's is ``InvalidExecutionId``.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 import time
 from datetime import timedelta
@@ -30,6 +32,7 @@ from akter.actor.joined import JoinedSender, check_connection
 from akter.callers import Anonymous, Caller
 from akter.errors import CorruptRecord, Interrupted, InvalidExecutionId, InvalidInput
 from akter.ids import ActorRef, CommandId, ExecutionId, check_execution_key
+from akter.store.listener import Noted
 from akter.store.sqlstate import is_connection_lost
 from akter.workflow import exits, queries
 from akter.workflow.commands import Interrupt, decode_interrupter, interrupted_note, parse_for
@@ -51,9 +54,10 @@ log = logging.getLogger("akter")
 #: seconds between checks of a waiting ``result()`` when no notification arrives
 POLL_FALLBACK = 1.0
 
-# ``queries.POLL``, and who asked for the interrupt
+# ``queries.POLL``, who asked for the interrupt, and the run it read (``result()`` checks a
+# notified result against it)
 POLL: LiteralString = (
-    "SELECT p.*, x.interrupted_by, x.interrupt_reason FROM ("
+    "SELECT p.*, x.interrupted_by, x.interrupt_reason, x.run_number FROM ("
     + queries.POLL
     + ") p, actor_workflow_executions x"
     " WHERE x.routing_key = %(rk)s AND x.execution_id = %(eid)s"
@@ -113,6 +117,8 @@ class Run(Generic[O]):
         self.caller: Caller = caller if caller is not None else Anonymous()
         self.execution_id = str(eid)
         self._params = {**eid.owner.key_params(), "eid": self.execution_id, "bucket": eid.owner.bucket}
+        #: the run number the last status read found (``result()`` checks a notified result with it)
+        self._run_read: int | None = None
 
     def __repr__(self) -> str:
         return f"<Run {self.workflow!r} {self._eid.key!r}>"
@@ -122,6 +128,7 @@ class Run(Generic[O]):
             return await self._poll(conn)
 
     async def _poll(self, conn: psycopg.AsyncConnection[Any]) -> Status:
+        """The status, read; the run it was read from is kept in ``_run_read``."""
         cur = conn.cursor(row_factory=dict_row)
         await cur.execute(POLL, self._params)
         row = await cur.fetchone()
@@ -130,6 +137,7 @@ class Run(Generic[O]):
         result = None if row["result"] is None else decode_result(self.workflow, bytes(row["result"]))
         if result is not None and row["outcome"] == "interrupted":
             result = Failure(interrupted(row["interrupted_by"], row["interrupt_reason"]))
+        self._run_read = int(row["run_number"])
         return Status(
             row["status"],
             row["outcome"],
@@ -157,11 +165,15 @@ class Run(Generic[O]):
         # check, so a finish committed after the check wakes us; a reconnect wakes us too.
         with self._results.subscribe(self.execution_id) as finished:
             await finished.ready(left())
+            self._run_read = None  # the run the last check read: none yet
             while True:
                 finished.clear()
-                if isinstance(finished.value, bytes):
+                value, finished.value = finished.value, None
+                if isinstance(value, bytes):
                     # a pass of this process finished it and handed the stored result over
-                    return decode_result(self.workflow, finished.value)
+                    return decode_result(self.workflow, value)
+                if isinstance(value, Noted) and (noted := self._noted(value.text)) is not None:
+                    return noted
                 try:
                     # a restart may leave the pool empty for a while: never wait past a poll
                     async with self._sender.pool.connection(timeout=max(left(), 0.1)) as conn:
@@ -178,6 +190,20 @@ class Run(Generic[O]):
                 if wait <= 0:
                     raise ResultTimeout(f"{self.execution_id} did not finish within {seconds}s")
                 await finished.wait(wait)
+
+    def _noted(self, text: str) -> Result[O, Exception] | None:
+        """The result a finish notified (``sql/021``: ``<run>.<base64 result>``), or None to read
+        the row instead: before any check (which run it ended is unknown), for another run than
+        the one the last check read (an older run's finish, delivered late, of an id a keyed
+        start ran again), or when it does not decode."""
+        number, dot, data = text.partition(".")
+        if self._run_read is None or not dot or number != str(self._run_read):
+            return None
+        try:
+            return decode_result(self.workflow, base64.b64decode(data, validate=True))
+        except (binascii.Error, CorruptRecord) as exc:
+            log.warning("result of %s: notified result unreadable (%s); reading it", self.execution_id, exc)
+            return None
 
     async def interrupt(self, *, command_id: str | None = None, reason: str | None = None) -> None:
         """Ask the execution to stop: it replays to its first unsettled step, runs its

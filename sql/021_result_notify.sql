@@ -1,0 +1,61 @@
+-- A finish's notification carries a small result, so a client waiting in another process
+-- (run.result(), akter.workflow.run) needs no read after the wake.
+--
+-- akter_wf_finish (sql/005) as before, except that, before its plain notification on
+-- akter_finished (payload: the execution id, unchanged, which every release's listener
+-- understands), it sends one on akter_result whose payload is
+--
+--     <run number>.<base64 of the stored result> <execution id>
+--
+-- when the outcome is not 'interrupted' (that result names who asked, which the row holds) and
+-- the whole payload fits in result_note_max bytes (7,000: NOTIFY refuses 8,000 and more). Both are
+-- sent in the finishing transaction, so both are delivered at its commit, in this order; a
+-- larger result, or a listener that does not decode the note, falls back to the read it always
+-- made on the plain notification. The run number lets a waiter ignore a note of a run older
+-- than the one it read (a keyed start may begin a new run under the same id, sql/015).
+CREATE FUNCTION akter_wf_result_note_max() RETURNS integer
+LANGUAGE sql IMMUTABLE AS 'SELECT 7000';
+
+CREATE OR REPLACE FUNCTION akter_wf_finish(
+    p_rk bigint, p_tenant text, p_actor_type text, p_actor_id text, p_generation bigint,
+    p_eid text, p_outcome text, p_result bytea, p_pending_exit bytea, p_drop_steps boolean,
+    OUT fenced boolean, OUT finished boolean
+)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_run integer;
+    v_note text;
+BEGIN
+    fenced := akter_wf_fence(p_rk, p_tenant, p_actor_type, p_actor_id, p_generation);
+    finished := false;
+    IF NOT fenced THEN
+        RETURN;
+    END IF;
+    UPDATE actor_workflow_executions e
+       SET status = 'finished', outcome = p_outcome, result = p_result,
+           finished_at = akter_now(), updated_at = akter_now(), blocked_reason = NULL
+     WHERE e.routing_key = p_rk AND e.execution_id = p_eid AND e.status <> 'finished'
+    RETURNING e.run_number INTO v_run;
+    finished := FOUND;
+    IF NOT finished THEN
+        RETURN;
+    END IF;
+    IF p_drop_steps THEN
+        DELETE FROM actor_workflow_step s WHERE s.routing_key = p_rk AND s.execution_id = p_eid;
+    ELSE
+        UPDATE actor_workflow_step s SET exit = p_pending_exit, settled_at = akter_now()
+         WHERE s.routing_key = p_rk AND s.execution_id = p_eid AND s.exit IS NULL;
+    END IF;
+    DELETE FROM actor_outbox o
+     WHERE o.routing_key = p_rk AND o.tenant = p_tenant AND o.actor_type = p_actor_type
+       AND o.actor_id = p_actor_id AND o.timer_key = 'wf:' || p_eid;
+    -- 4/3 of the result as base64: test the size before encoding a result that cannot fit
+    IF p_outcome <> 'interrupted' AND octet_length(p_result) * 4 / 3 < akter_wf_result_note_max() THEN
+        v_note := v_run || '.' || translate(encode(p_result, 'base64'), E'\n', '') || ' ' || p_eid;
+        IF octet_length(v_note) <= akter_wf_result_note_max() THEN
+            PERFORM pg_notify('akter_result', v_note);
+        END IF;
+    END IF;
+    PERFORM pg_notify('akter_finished', p_eid);
+END
+$$;
