@@ -197,9 +197,11 @@ async def run_round(b: Bencher, n: int, phases: dict[str, Samples]) -> dict[str,
     return ratios
 
 
+#: issue 11's targets: a sequential turn p50 at most 2x the floor's; 64 callers at least half
+#: the eight-connection floor's rate
 TARGETS = {
     "sequential_turn_p50_over_floor_p50": ("<=", 2.0),
-    "callers64_throughput_over_floor8": (">=", 0.6),
+    "callers64_throughput_over_floor8": (">=", 0.5),
 }
 
 
