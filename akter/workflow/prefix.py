@@ -66,13 +66,16 @@ SELECT akter_wf_start_finished(%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s,
        %(result)s)"""
 
 #: the results of the starts a ``WorkflowActorHandle.start`` is sending, by execution id
-_HANDED: ContextVar[dict[str, bytes] | None] = ContextVar("akter_prefix_handed", default=None)
+_HANDED: ContextVar[dict[str, tuple[ExecutionId, bytes]] | None] = ContextVar(
+    "akter_prefix_handed", default=None
+)
 
 
 @contextlib.contextmanager
-def expecting() -> Iterator[dict[str, bytes]]:
-    """For the block (one start's send): the results of executions its turn finished, by id."""
-    handed: dict[str, bytes] = {}
+def expecting() -> Iterator[dict[str, tuple[ExecutionId, bytes]]]:
+    """For the block (one start's send): the executions its turn finished and their results,
+    by id."""
+    handed: dict[str, tuple[ExecutionId, bytes]] = {}
     token = _HANDED.set(handed)
     try:
         yield handed
@@ -161,13 +164,15 @@ class Start:
         handed = _HANDED.get()
         record.on_commit(lambda: self._committed(listener, handed))
 
-    def _committed(self, listener: Listener, handed: dict[str, bytes] | None) -> None:
-        eid, done = str(self.item.execution_id), self.finished
+    def _committed(self, listener: Listener, handed: dict[str, tuple[ExecutionId, bytes]] | None) -> None:
+        eid, done = self.item.execution_id, self.finished
         for entry in done.records:
             logging.getLogger(entry.name).handle(entry)
         finish.report(eid, done.outcome, done.final)
-        log.info("execution %s", done.outcome, extra=logs.fields(execution=eid))
-        telemetry.pass_in_turn(self.item.execution_id, done.outcome, done.began_ns, done.seconds)
+        if log.isEnabledFor(logging.INFO):
+            log.info("execution %s", done.outcome, extra=logs.fields(execution=eid))
+        telemetry.pass_in_turn(eid, done.outcome, done.began_ns, done.seconds)
+        text = str(eid)
         if handed is not None:
-            handed[eid] = done.result
-        listener.hand_over(eid, done.result)
+            handed[text] = (eid, done.result)
+        listener.hand_over(text, done.result)

@@ -250,10 +250,11 @@ class WorkflowActorHandle(ActorHandle[S]):
                 command = workflow.start_with_command
                 body = command.input(input=payload, timeout_ms=timeout_ms)
             record = await self._sender.send(self.ref, command, body, given, self.caller)
-        eid = ExecutionId.parse(record.outcome.unwrap())
-        return Run(
-            self._sender, self._results, workflow, eid, caller=self.caller, handed=handed.get(str(eid))
-        )
+        text = record.outcome.unwrap()
+        if text in handed:  # finished by its start turn: the id is the one it parsed already
+            eid, result = handed[text]
+            return Run(self._sender, self._results, workflow, eid, caller=self.caller, handed=result)
+        return Run(self._sender, self._results, workflow, ExecutionId.parse(text), caller=self.caller)
 
     def run(self, workflow: Workflow[Any, O], execution_id: str) -> Run[O]:
         eid = parse_for(workflow, execution_id, self.ref.tenant, self.ref)
