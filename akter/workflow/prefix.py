@@ -173,6 +173,8 @@ class Start:
             log.info("execution %s", done.outcome, extra=logs.fields(execution=eid))
         telemetry.pass_in_turn(eid, done.outcome, done.began_ns, done.seconds)
         text = str(eid)
-        if handed is not None:
+        if handed is not None and not self.item.keyed:
+            # the run keeps it: no other run can follow under this id (a keyed execution's
+            # can, and its handle follows the latest: that one reads the row)
             handed[text] = (eid, done.result)
         listener.hand_over(text, done.result)

@@ -67,6 +67,7 @@ class NotStorable:
 Desk = akter.Actor("PrefixDesk", state=Box)
 Answer = Desk.workflow("Answer", input=Ask, output=Told, errors=[Refused])
 note = Answer.activity("note", success=str)
+Keyed = Desk.workflow("Keyed", input=Ask, output=Told, key=lambda a: a.mode, key_reuse=akter.KeyReuse.NEW_RUN)
 Leaf = Desk.workflow("Leaf", input=Ask, output=Told)
 Tree = Desk.workflow("Tree", input=Ask, output=Told)
 leaf = Tree.child("leaf", Leaf)
@@ -101,6 +102,11 @@ async def answer(wf: akter.WorkflowContext, ask: Ask) -> Any:
                 wf.continue_as_new(Ask("again", ask.n + 1))
             return Told(f"run {wf.run_number}")
     raise AssertionError(ask)
+
+
+@Keyed.body
+async def keyed(wf: akter.WorkflowContext, ask: Ask) -> Told:
+    return Told(f"{ask.n} run {wf.run_number}")
 
 
 @Leaf.body
@@ -336,6 +342,22 @@ async def test_a_body_that_asks_for_an_effect_runs_in_a_pass_and_logs_once(
     assert said == ["answering activity", "answering now"]
     steps = await peek.rows("SELECT step FROM actor_workflow_step WHERE execution_id = %s", now.execution_id)
     assert steps == [("@now",)]
+
+
+async def test_a_keyed_execution_finished_in_its_start_is_followed_into_its_next_run(
+    database_url: str, passes: list[str]
+) -> None:
+    async with running(make_app(database_url)) as (_, client):
+        desk = client.actor(Desk, "d1", tenant="acme")
+        first = await desk.start(Keyed, Ask("k", 1))
+        assert await first.result(timeout=30) == Success(Told("1 run 1"))
+        assert passes == []
+        second = await desk.start(Keyed, Ask("k", 2))  # another input: a new run (a pass's)
+        assert second.execution_id == first.execution_id
+        assert await second.result(timeout=30) == Success(Told("2 run 2"))
+        # the first handle follows the latest run, as a handle of a pass-finished one does
+        assert await first.result(timeout=30) == Success(Told("2 run 2"))
+    assert passes == [first.execution_id]
 
 
 async def test_continue_as_new_is_left_to_the_pass(database_url: str, passes: list[str]) -> None:
