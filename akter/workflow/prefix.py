@@ -119,7 +119,9 @@ def run(workflow: Workflow[Any, Any], eid: ExecutionId, params: dict[str, Any]) 
         driver.held_logs = held
         needs = driver.advance(0)  # no history: no clock is read
         final = driver.final
-    except Exception:  # the first pass builds it again and reports what is wrong
+    except BaseException as exc:  # the first pass meets it again and does what it did before
+        if isinstance(exc, KeyboardInterrupt):
+            raise
         log.debug("start prefix of %s not run", eid, exc_info=True)
         return None
     finally:
