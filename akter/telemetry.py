@@ -340,6 +340,27 @@ def traced_pass(fn: Callable[..., Awaitable[R]]) -> Callable[..., Coroutine[Any,
     return run
 
 
+def pass_in_turn(eid: Any, outcome: str, began_ns: int, seconds: float) -> None:
+    """A start turn finished its execution itself (``akter.workflow.prefix``): the first pass it
+    stands for, as the span and count a pass that finished would leave (``akter.pass.result`` =
+    ``finished``, with the outcome), begun when the body ran. Called once the turn committed."""
+    if not active():
+        return
+    name = str(getattr(eid, "workflow", "?"))
+    attributes: Labels = {
+        "akter.execution.id": str(eid),
+        "akter.workflow": name,
+        "akter.actor.type": str(getattr(getattr(eid, "owner", None), "actor_type", "")),
+        "akter.pass.result": "finished",
+        "akter.execution.outcome": outcome,
+        "akter.pass.in_start_turn": True,
+    }
+    tracer.start_span(f"akter.pass {name}", attributes=attributes, start_time=began_ns).end()
+    labels: Labels = {"akter.workflow": name, "akter.pass.result": "finished"}
+    counters["akter.workflow.passes"].add(1, labels)
+    histograms["akter.workflow.pass.duration"].record(seconds, labels)
+
+
 def traced_outcome(fn: Callable[P, tuple[str, R]]) -> Callable[P, tuple[str, R]]:
     """For ``Pass._result(self, workflow, final)`` → ``(outcome, exit)``: the pass finishes the
     execution with that outcome."""

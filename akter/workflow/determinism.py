@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import sys
 import uuid
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -112,6 +113,22 @@ def uuid4(ctx: WorkflowContext) -> uuid.UUID:
     return uuid.UUID(bytes=_position_digest(ctx)[:16], version=4)
 
 
+def _record(
+    level: int, msg: str, args: tuple[Any, ...], extra: dict[str, Any], kwargs: dict[str, Any]
+) -> logging.LogRecord:
+    """The record ``body_log.log`` would have made here (the caller's place, the exception being
+    handled), to be handled later."""
+    exc_info = kwargs.get("exc_info")
+    if isinstance(exc_info, BaseException):
+        exc_info = (type(exc_info), exc_info, exc_info.__traceback__)
+    elif exc_info and not isinstance(exc_info, tuple):
+        exc_info = sys.exc_info()
+    stack_info = bool(kwargs.get("stack_info", False))
+    # two frames more than ``log`` asks for: this function's and ``log``'s own
+    fn, lno, func, sinfo = body_log.findCaller(stack_info, kwargs["stacklevel"] + 1)
+    return body_log.makeRecord(body_log.name, level, fn, lno, msg, args, exc_info or None, func, extra, sinfo)
+
+
 class ReplaySafeLogger:
     """``wf.log``: ``debug``/``info``/``warning``/``error``/``exception``/``log`` as on a
     ``logging.Logger``, emitted only past a step this pass settled (see the module docstring)."""
@@ -133,6 +150,13 @@ class ReplaySafeLogger:
             return
         extra = {**logs.fields(execution=self._ctx.execution_id), **kwargs.pop("extra", {})}
         kwargs.setdefault("stacklevel", 3)
+        from akter.workflow.context import current_driver
+
+        driver = current_driver()
+        held = None if driver is None else driver.held_logs
+        if held is not None:  # a start's prefix (``prefix.py``): emitted once its turn committed
+            held.append(_record(level, msg, args, extra, kwargs))
+            return
         body_log.log(level, msg, *args, extra=extra, **kwargs)
 
     def debug(self, msg: str, *args: Any, **kwargs: Any) -> None:

@@ -256,6 +256,9 @@ class Driver:
         self._keys: dict[int, StepKey] = {}
         #: the fiber being stepped right now (``wf.random()`` reads its scope)
         self.current: _Fiber | None = None
+        #: where the body's ``wf.log`` records are held instead of emitted (a start's prefix,
+        #: ``prefix.py``, emits them only once its turn committed); None: emitted at once
+        self.held_logs: list[Any] | None = None
         #: each occurrence's last row as loaded: a row replaced since was settled by this pass
         self._loaded = {key: rows[-1] for key, rows in history.items() if rows}
         body = workflow.fn(ctx, payload)

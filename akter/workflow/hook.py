@@ -5,7 +5,9 @@ Inside the turn's transaction, under the owner's row lock:
 * staged starts insert their execution rows (a repeated keyed start attaches). When a runner of
   this process owns the actor, the timer is armed as a recovery timer and the runner runs the
   first pass as soon as the turn commits — no ``NOTIFY``, claim or resume turn in between;
-  otherwise the timer is due now, with a ``NOTIFY`` so the owning relay begins at once;
+  otherwise the timer is due now, with a ``NOTIFY`` so the owning relay begins at once. A start
+  this process's runner owns whose body ends before its first effect is finished by the turn
+  itself (``prefix.py``): no timer, no pass;
 * a resume marks its execution running and turns its timer into a recovery timer — or, when no
   runner of this process owns the actor, makes it due now (below);
 * a start or resume handed to this process's runner takes the runner's *generation* of the actor
@@ -52,7 +54,7 @@ from akter.errors import CorruptRecord, ExecutionNotRetryable, InvalidExecutionI
 from akter.ids import ActorRef, ExecutionId
 from akter.outbox import queries as outbox_queries
 from akter.outbox.intents import encode_caller
-from akter.workflow import children, claim, deadline, holds, key_policy, manifest, queries
+from akter.workflow import children, claim, deadline, holds, key_policy, manifest, prefix, queries
 from akter.workflow.commands import (
     LAYER,
     MAX_REASON,
@@ -163,6 +165,28 @@ def principal_caller(ref: ActorRef, turn: Turn[Any]) -> bytes:
     return encode_caller(System(source="timer", ref=str(ref), on_behalf_of=turn.principal))
 
 
+def _link(
+    record: Committed, base: dict[str, Any], item: children.ChildLinkMark, done: dict[str, prefix.Start]
+) -> None:
+    """A child's link to its parent; a child this turn finished names its parent in its row."""
+    start = done.get(str(item.execution_id))
+    if start is not None:
+        start.link = item
+    else:
+        record.with_write(children.LINK, {**base, **children.link_params(item)})
+
+
+def _write_finished(record: Committed, runner: WorkflowRunner | None, done: dict[str, prefix.Start]) -> None:
+    """The starts whose body ended in this turn, written finished after the turn's other
+    statements; their results are handed over once it committed (``prefix.py``)."""
+    if runner is None or not done:
+        return
+    listener = runner.sender.session.listener
+    for start in done.values():
+        answer = functools.partial(start.answered, record, listener)
+        record.with_write(prefix.START_FINISHED, start.statement_params(), answer)
+
+
 class WorkflowHook:
     def __init__(self, actors: dict[str, Actor[Any]], recovery: timedelta = RECOVERY_INTERVAL) -> None:
         self.recovery = recovery
@@ -183,6 +207,8 @@ class WorkflowHook:
         # statements travel with the turn's write, their answers come once it committed
         handoff = _Handoff(record, runner, None if runner is None else runner.generation(ref))
         staged: dict[str, Any] = {}  # the inputs of this turn's keyed starts (``key_policy.py``)
+        #: the starts whose body ended in the turn (``prefix.py``), written after the loop
+        done: dict[str, prefix.Start] = {}
         for item in turn.staged.get(LAYER, ()):
             if isinstance(item, StartMark):
                 notify = (
@@ -195,6 +221,7 @@ class WorkflowHook:
                         runner=runner,
                         handoff=handoff,
                         staged=staged,
+                        done=done,
                     )
                     or notify
                 )
@@ -219,9 +246,10 @@ class WorkflowHook:
                 await self._retry(conn, turn, base, item)
                 notify = True
             elif isinstance(item, children.ChildLinkMark):
-                record.with_write(children.LINK, {**base, **children.link_params(item)})
+                _link(record, base, item, done)
             elif isinstance(item, holds.HoldMark):
                 notify = await holds.apply(conn, turn, base, item) or notify
+        _write_finished(record, runner, done)
         if record.events:
             tags = sorted({tag for _, tag, _ in record.events} & self.tags.get(ref.actor_type, frozenset()))
             if tags and runner is not None:
@@ -247,9 +275,11 @@ class WorkflowHook:
         runner: WorkflowRunner | None,
         handoff: _Handoff,
         staged: dict[str, Any],
+        done: dict[str, prefix.Start],
     ) -> bool:
         """Write a staged start (or attach, or start a new run: ``key_policy.py``) with its
-        deadline (``deadline.py``); whether the relay must be notified."""
+        deadline (``deadline.py``); whether the relay must be notified. A plain start whose
+        body ends before its first effect is left in ``done``, finished (``prefix.py``)."""
         decision = await key_policy.judge(conn, base, item, staged) if item.keyed else Decision.START
         if decision is Decision.ATTACH:
             return False  # the same input (or KeyReuse.ATTACH): the start returns the execution
@@ -265,6 +295,11 @@ class WorkflowHook:
             if deadline_params is not None:
                 record.with_write(deadline.ARM, deadline_params)
             return True
+        if runner.workflow(turn.ref.actor_type, item.workflow.name) is item.workflow:
+            finished = prefix.run(item.workflow, item.execution_id, params)
+            if finished is not None:  # written after the turn's other statements (its link)
+                done[params["eid"]] = prefix.Start(item, params, finished)
+                return False
         # this process runs the first pass itself, once the turn commits, from what the turn
         # wrote (no load): the timer is only the recovery should it die first
         params |= {"due": self._recovery_due(record), "activate": handoff.activate()}

@@ -56,15 +56,13 @@ from psycopg.rows import dict_row
 from akter import codec, faults, logs, telemetry
 from akter.actor import limits
 from akter.errors import (
-    CompensationFailed,
     CorruptRecord,
     Defect,
-    Interrupted,
     InvalidInput,
 )
 from akter.ids import ActorRef, ExecutionId
 from akter.outbox.intents import decode_caller
-from akter.workflow import activity, adopt, children, continue_as_new, exits, holds, queries, waiting
+from akter.workflow import activity, adopt, children, continue_as_new, exits, finish, holds, queries, waiting
 from akter.workflow.context import WorkflowContext
 from akter.workflow.continue_as_new import ContinueAsNew
 from akter.workflow.declare import Workflow
@@ -746,20 +744,8 @@ class Pass:
 
     @telemetry.traced_outcome
     def _result(self, workflow: Workflow[Any, Any], final: Ok | Raise) -> tuple[str, dict[str, Any]]:
-        """The execution's outcome column and result exit."""
-        if isinstance(final, Ok):
-            try:
-                return "succeeded", exits.encode_ok(final.value, workflow.output)
-            except InvalidInput as exc:  # the body returned what its output type cannot hold
-                final = Raise(Defect(f"{workflow!r} returned an output that cannot be stored: {exc}"))
-        if isinstance(final.error, Interrupted):
-            return "interrupted", {"interrupt": {}}
-        exit_ = exits.encode_error(final.error, workflow.errors)
-        if isinstance(final.error, CompensationFailed):
-            for failure in final.error.failures:
-                log.error("cleanup failed: %s", failure, extra=logs.fields(execution=self.eid))
-            return "compensation_failed", exit_
-        if "error" in exit_:
-            return "failed", exit_
-        log.warning("execution ended with a defect: %r", final.error, extra=logs.fields(execution=self.eid))
-        return "defect", exit_
+        """The execution's outcome column and result exit (``finish.py``: a start turn that
+        finishes its execution stores the same)."""
+        outcome, exit_, final = finish.outcome_of(workflow, final)
+        finish.report(self.eid, outcome, final)
+        return outcome, exit_

@@ -34,7 +34,7 @@ from akter.errors import CorruptRecord, Interrupted, InvalidExecutionId, Invalid
 from akter.ids import ActorRef, CommandId, ExecutionId, check_execution_key
 from akter.store.listener import Noted
 from akter.store.sqlstate import is_connection_lost
-from akter.workflow import exits, queries
+from akter.workflow import exits, prefix, queries
 from akter.workflow.commands import Interrupt, decode_interrupter, interrupted_note, parse_for
 from akter.workflow.declare import Workflow
 from akter.workflow.exits import Ok
@@ -109,11 +109,15 @@ class Run(Generic[O]):
         eid: ExecutionId,
         *,
         caller: Caller | None = None,
+        handed: bytes | None = None,
     ) -> None:
         self._sender = sender
         self._results = results
         self.workflow = workflow
         self._eid = eid
+        #: the stored result, when the start turn that returned this run finished the
+        #: execution itself (``prefix.py``): ``result()`` reads nothing then
+        self._handed = handed
         self.caller: Caller = caller if caller is not None else Anonymous()
         self.execution_id = str(eid)
         self._params = {**eid.owner.key_params(), "eid": self.execution_id, "bucket": eid.owner.bucket}
@@ -152,6 +156,8 @@ class Run(Generic[O]):
         ``Interrupted``, or a ``Defect``. ``ResultTimeout`` if ``timeout`` passes first."""
         from akter.errors import ResultTimeout
 
+        if self._handed is not None:
+            return decode_result(self.workflow, self._handed)
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
         deadline = None if seconds is None else time.monotonic() + seconds
 
@@ -261,19 +267,20 @@ class WorkflowActorHandle(ActorHandle[S]):
             ExecutionId(self.ref, workflow.name, str(given or self._sender.mint_command_id()))
         # an id not given is minted by the send itself, which mints it again if the database
         # clock has moved past it, and may take the turn in one round trip (a fresh id)
-        if timeout_ms is None:
-            record = await self._sender.send(self.ref, workflow.start_command, payload, given, self.caller)
-        else:
-            command = workflow.start_with_command
-            options = command.input(input=payload, timeout_ms=timeout_ms)
-            record = await self._sender.send(self.ref, command, options, given, self.caller)
-        return Run(
-            self._sender,
-            self._results,
-            workflow,
-            ExecutionId.parse(record.outcome.unwrap()),
-            caller=self.caller,
-        )
+        with prefix.expecting() as handed:  # the result, if the start turn finished it
+            command: Any
+            body: Any
+            if timeout_ms is None:
+                command, body = workflow.start_command, payload
+            else:
+                command = workflow.start_with_command
+                body = command.input(input=payload, timeout_ms=timeout_ms)
+            record = await self._sender.send(self.ref, command, body, given, self.caller)
+        text = record.outcome.unwrap()
+        if text in handed:  # finished by its start turn: the id is the one it parsed already
+            eid, result = handed[text]
+            return Run(self._sender, self._results, workflow, eid, caller=self.caller, handed=result)
+        return Run(self._sender, self._results, workflow, ExecutionId.parse(text), caller=self.caller)
 
     def run(self, workflow: Workflow[Any, O], execution_id: str) -> Run[O]:
         eid = parse_for(workflow, execution_id, self.ref.tenant, self.ref)
