@@ -20,6 +20,7 @@ from returns.result import Success
 
 import akter
 from akter import testing
+from akter.actor import kernel
 from akter.actor.cache import ActorCache
 from tests.apps import counter
 from tests.apps.counter import Add, Counter, TooMuch, add, add_at_most_10
@@ -184,7 +185,12 @@ async def test_a_retried_id_replays_without_running_the_handler(database_url: st
     assert await peek.value("SELECT count(*) FROM actor_receipts") == 2
 
 
-async def test_the_memory_is_bounded(database_url: str) -> None:
+async def test_the_memory_is_bounded(database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The estimate of the database clock trails it by the last batch's server time, which on a
+    # loaded machine can pass the check's 10 ms and refuse a turn (rightly: it then takes two
+    # round trips). The clock check has tests of its own; this one counts guesses, so it keeps
+    # the clock out of the count.
+    monkeypatch.setattr(kernel, "BEHIND_MS", 600_000)
     app = akter.App([Counter], database_url=database_url)
     async with app.client() as client:
         cache = _cache(client)
