@@ -19,7 +19,10 @@ turn committed and handed its execution to this process's runner; the pass has l
 — after a resume, this is "after a resume turn's commit"), ``workflow.before_activity`` (an
 attempt written pending, its work not begun), ``workflow.before_settle`` (the work done, its
 outcome not recorded), ``workflow.before_suspend`` (every branch parked, the suspension not
-written). Each is passed the actor id and the execution id.
+written). Each is passed the actor id and the execution id. ``workflow.before_combined_write``
+and ``workflow.after_combined_write`` bracket a combined step-boundary write (``combine.py``):
+not sent yet / committed with its rows not handed to the passes; each is passed the actor id and
+the execution id of every boundary it carries.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ POINTS = frozenset(
         "workflow.before_activity",
         "workflow.before_settle",
         "workflow.before_suspend",
+        "workflow.before_combined_write",
+        "workflow.after_combined_write",
         "operate.before_send",
     }
 )

@@ -64,7 +64,17 @@ from akter.errors import (
 )
 from akter.ids import ActorRef, ExecutionId
 from akter.outbox.intents import decode_caller
-from akter.workflow import activity, adopt, children, continue_as_new, exits, holds, queries, waiting
+from akter.workflow import (
+    activity,
+    adopt,
+    children,
+    combine,
+    continue_as_new,
+    exits,
+    holds,
+    queries,
+    waiting,
+)
 from akter.workflow.context import WorkflowContext
 from akter.workflow.continue_as_new import ContinueAsNew
 from akter.workflow.declare import Workflow
@@ -222,6 +232,31 @@ class Pass:
         except BaseException:
             self.unsettled[:0] = settles  # settling twice is harmless: only an open row settles
             raise
+
+    async def _begin(
+        self, key: StepKey, attempt: int, carry: list[tuple[StepKey, int, bytes]]
+    ) -> dict[str, Any]:
+        """The step boundary before an attempt's work (``sql/023``): settle ``carry``, write the
+        attempt pending, keep the recovery timer armed — sent with the boundaries of the other
+        passes ready at the same moment (``combine.py``). Should it not complete, the settles
+        are left to the next write, as ``_settling`` leaves them."""
+        boundary = combine.Boundary(
+            self.params,
+            [(k.step, k.scope, k.occurrence, a, e) for k, a, e in carry],
+            key.step,
+            key.scope,
+            key.occurrence,
+            attempt,
+            self.runner.hook.recovery,
+        )
+        try:
+            row = await combine.of(self.sender.pool).begin(boundary)
+        except BaseException:
+            self.unsettled[:0] = carry  # settling twice is harmless: only an open row settles
+            raise
+        if not row["fenced"]:
+            raise Stale(f"generation {self.generation} of {self.ref} no longer holds")
+        return row
 
     async def _flush(self) -> None:
         """Write the settles of attempts already run, before the pass waits for anything else:
@@ -520,11 +555,7 @@ class Pass:
     async def _attempt(self, need: RunActivity, carry: list[tuple[StepKey, int, bytes]]) -> StepRow:
         call, key, attempt = need.call, need.key, need.attempt
         step = call.step
-        begun = await self._settling(
-            queries.BEGIN,
-            {**_key_params(key), "attempt": attempt, "recovery": self.runner.hook.recovery},
-            carry,
-        )
+        begun = await self._begin(key, attempt, carry)
         started_ms = begun["started_ms"]
         if begun["exit"] is not None:  # another runner settled it; take its exit
             return StepRow(
