@@ -23,7 +23,7 @@ from akter.workflow import combine
 from tests.apps import combining
 from tests.apps.combining import Chain, Job, Steps
 from tests.integration.conftest import Peek
-from tests.integration.workflow_support import quiet, running, until
+from tests.integration.workflow_support import quiet, relay_processes, running, until
 
 HOLDER = "holder"
 
@@ -177,3 +177,39 @@ async def test_a_pass_interrupted_while_its_boundary_waits_sends_nothing_of_it(e
         "SELECT count(*) FROM actor_outbox WHERE timer_key = %s", f"wf:{runs['stop'].execution_id}"
     )
     assert execution == 0  # no recovery timer armed behind the finish
+
+
+@pytest.mark.slow
+async def test_a_process_killed_in_a_combined_write_reruns_no_recorded_body(
+    database_url: str, peek: Peek, clock: testing.Clock
+) -> None:
+    """A real SIGKILL right after a combined write committed, its rows not handed to the passes:
+    a new process reruns every execution, and no activity body whose exit was recorded runs
+    again (the bodies count their runs in a table, through connections of their own)."""
+    await peek.conn.execute("CREATE TABLE combining_calls (label text)")
+    names = [f"kill-{i}" for i in range(8)]
+    with relay_processes(database_url, "tests.apps.combining:app") as relays:
+        dying = relays(faults="workflow.after_combined_write=crash@kill-5")
+        async with combining.make_app(database_url).client() as client:
+            runs = {}
+            for name in names:
+                runs[name] = await client.actor(Steps, name, tenant="acme").start(Chain, Job(name))
+            assert dying.wait(timeout=30) == -9, dying.output()
+            recorded_then = {
+                f"{name}-{step}"
+                for name in names
+                for step, _, settled in await steps(peek, runs[name])
+                if settled
+            }
+            calls_then = dict(await peek.rows("SELECT label, count(*) FROM combining_calls GROUP BY label"))
+            relays()
+            await clock.advance(timedelta(seconds=31))  # the recovery timers the boundaries armed
+            for name in names:
+                assert await runs[name].result(timeout=60) == done(name)
+    calls = dict(await peek.rows("SELECT label, count(*) FROM combining_calls GROUP BY label"))
+    for label in recorded_then:
+        assert calls[label] == calls_then[label] == 1, label
+    for name in names:
+        assert await steps(peek, runs[name]) == [("first", 1, True), ("second", 1, True), ("third", 1, True)]
+        for step in ("first", "second", "third"):
+            assert calls[f"{name}-{step}"] >= 1
