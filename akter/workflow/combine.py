@@ -15,10 +15,13 @@ whose generation no longer holds writes nothing and returns ``fenced = false`` (
 goes ``Stale``); the others are written. The boundaries are taken in their actor rows' order, so
 two combined writes never wait on each other's generation rows in a cycle.
 
-**Failures.** A combined write that raises (a lost connection, a server error) raises the same
-error in every pass it carried, exactly as each one's single write would have: the pass puts its
+**Failures.** A combined write that loses its connection (committed or not) raises that error
+in every pass it carried, exactly as each one's single write would have: the pass puts its
 settles back for its next write (settling twice is harmless — only an open row settles) and its
-attempt's pending row is written again (a rerun finds its own row). A pass cancelled while its
+attempt's pending row is written again (a rerun finds its own row). One that fails otherwise (a
+rival's lock held past the lock timeout, a deadlock) committed nothing, and may have failed for
+one boundary alone: each of its boundaries is written again on its own, so the error reaches
+only the pass whose boundary meets it. A pass cancelled while its
 boundary waits to be sent takes it out: nothing of it is sent. One cancelled while its boundary is
 in flight leaves the write to complete or not, as a cancelled single write does; the pass does
 not act on it either way.
@@ -37,6 +40,7 @@ import attrs
 from psycopg.rows import dict_row
 
 from akter import faults
+from akter.store.sqlstate import is_connection_lost
 
 if TYPE_CHECKING:
     import psycopg_pool
@@ -171,10 +175,14 @@ class Combiner:
                 if not w.future.done():
                     w.future.set_result(row)
         except Exception as exc:
-            for w in batch:
-                if not w.future.done():
-                    w.future.set_exception(exc)
-                    w.future.exception()  # retrieved: a pass that left does not warn about it
+            if len(batch) > 1 and not is_connection_lost(exc):
+                # nothing of it committed (the statement failed, its transaction rolled back), and
+                # one boundary may be the cause (a rival's lock past the lock timeout): each goes
+                # again alone, so that an error stays with the pass whose boundary meets it
+                await asyncio.gather(*(self._write_alone(w) for w in batch))
+            else:  # lost with the connection, committed or not: as each one's single write
+                for w in batch:
+                    _fail(w, exc)
         except BaseException:  # this task cancelled (the loop is ending): so are its passes' writes
             for w in batch:
                 w.future.cancel()
@@ -184,6 +192,17 @@ class Combiner:
             if self.waiting and self.flying < self.most:
                 with contextlib.suppress(RuntimeError):  # the loop is closing
                     self._send()
+
+    async def _write_alone(self, w: _Waiting) -> None:
+        if w.future.done():  # its pass left meanwhile
+            return
+        try:
+            (row,) = await self._rows([w])
+        except Exception as exc:
+            _fail(w, exc)
+        else:
+            if not w.future.done():
+                w.future.set_result(row)
 
     async def _rows(self, batch: list[_Waiting]) -> list[dict[str, Any]]:
         """The rows of the batch's boundaries, in its order: a lone boundary with at most one
@@ -202,6 +221,12 @@ class Combiner:
         for i, fenced, settled, started_ms, exit_ in got:
             rows[i] = {"fenced": fenced, "settled": settled, "started_ms": started_ms, "exit": exit_}
         return rows
+
+
+def _fail(w: _Waiting, exc: Exception) -> None:
+    if not w.future.done():
+        w.future.set_exception(exc)
+        w.future.exception()  # retrieved: a pass that left does not warn about it
 
 
 _LOST: dict[str, Any] = {"fenced": False, "settled": 0, "started_ms": None, "exit": None}

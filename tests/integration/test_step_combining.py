@@ -158,6 +158,28 @@ async def test_a_combined_write_whose_connection_drops_leaves_every_pass_to_retr
         assert combining.CALLS[f"{name}-second"] == combining.CALLS[f"{name}-third"] == 1
 
 
+async def test_a_rivals_lock_on_one_combined_boundary_fails_only_that_pass(
+    env: Any, peek: Peek, clock: testing.Clock, database_url: str
+) -> None:
+    app, relay, client = env
+    runs, together = await combined(app, client, ["lock-1", "lock-2"])
+    async with await psycopg.AsyncConnection.connect(database_url) as locker:
+        # a rival holds lock-2's generation row past the lock timeout: the combined write fails
+        # on it, having committed nothing; lock-1's boundary is written all the same, alone
+        await locker.execute("SELECT 1 FROM actor_generations WHERE actor_id = 'lock-2' FOR UPDATE")
+        together.release()
+        assert await runs["lock-1"].result(timeout=60) == done("lock-1")
+        assert await steps(peek, runs["lock-2"]) == [("first", 1, False)]
+        await locker.rollback()
+    await quiet(app, relay)
+    # lock-2's pass met the lock alone and ended; its recovery timer runs it again
+    assert await steps(peek, runs["lock-2"]) == [("first", 1, False)]
+    await clock.advance(timedelta(seconds=31))
+    assert await runs["lock-2"].result(timeout=60) == done("lock-2")
+    assert combining.CALLS["lock-1-first"] == 1
+    assert combining.CALLS["lock-2-second"] == combining.CALLS["lock-2-third"] == 1
+
+
 async def test_a_pass_interrupted_while_its_boundary_waits_sends_nothing_of_it(env: Any, peek: Peek) -> None:
     app, relay, client = env
     runs, held = await queued_behind_a_holder(app, client, ["stop"])

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
+import psycopg
 import pytest
 
 from akter.workflow import combine
@@ -149,25 +150,55 @@ async def test_a_lone_boundary_with_several_settles_goes_as_an_array(pool: Pool)
     assert (await task)["settled"] == 2
 
 
-async def test_a_failed_combined_write_fails_every_pass_it_carried(pool: Pool) -> None:
-    combiner = combine.Combiner(pool)  # type: ignore[arg-type]
-    first = asyncio.create_task(combiner.begin(boundary("e1")))
+async def combined_write_of(
+    pool: Pool, combiner: combine.Combiner, eids: list[str]
+) -> tuple[list[Any], Sent]:
+    """Boundaries of ``eids`` sent together (behind a first write), and that write, unanswered."""
+    first = asyncio.create_task(combiner.begin(boundary("e0")))
     (in_flight,) = await pool.next_sent(1)
-    later = [asyncio.create_task(combiner.begin(boundary(eid))) for eid in ("e2", "e3")]
+    later = [asyncio.create_task(combiner.begin(boundary(eid))) for eid in eids]
     await asyncio.sleep(0)
     in_flight.answer_all()
     await first
     _, together = await pool.next_sent(2)
-    lost = ConnectionError("the connection is gone")
-    together.answer.set_exception(lost)
+    assert together.eids() == eids
+    return later, together
+
+
+async def test_a_combined_write_that_lost_its_connection_fails_every_pass_it_carried(pool: Pool) -> None:
+    combiner = combine.Combiner(pool)  # type: ignore[arg-type]
+    later, together = await combined_write_of(pool, combiner, ["e2", "e3"])
+    together.answer.set_exception(psycopg.OperationalError("server closed the connection unexpectedly"))
     for task in later:
-        with pytest.raises(ConnectionError):
+        with pytest.raises(psycopg.OperationalError):
             await task
+    await asyncio.gather(*combiner._tasks)
+    assert len(pool.sent) == 2  # committed or not, nothing is sent again for them here
     assert combiner.flying == 0  # and the next boundary is sent at once
     again = asyncio.create_task(combiner.begin(boundary("e2")))
     (*_, retried) = await pool.next_sent(3)
     retried.answer_all()
     assert (await again)["fenced"] is True
+
+
+async def test_a_combined_write_failing_otherwise_writes_each_boundary_alone(pool: Pool) -> None:
+    combiner = combine.Combiner(pool)  # type: ignore[arg-type]
+    later, together = await combined_write_of(pool, combiner, ["e2", "e3", "e4"])
+    together.answer.set_exception(psycopg.errors.LockNotAvailable("lock timeout"))
+    alone = (await pool.next_sent(5))[2:]
+    assert sorted(sent.eids()[0] for sent in alone) == ["e2", "e3", "e4"]
+    assert {sent.query for sent in alone} == {combine.BEGIN_ONE}
+    for sent in alone:  # the lock is e3's: only its pass meets the error
+        if sent.eids() == ["e3"]:
+            sent.answer.set_exception(psycopg.errors.LockNotAvailable("lock timeout"))
+        else:
+            sent.answer_all()
+    assert (await later[0])["fenced"] is True
+    with pytest.raises(psycopg.errors.LockNotAvailable):
+        await later[1]
+    assert (await later[2])["fenced"] is True
+    await asyncio.gather(*combiner._tasks)
+    assert combiner.flying == 0
 
 
 async def test_a_pass_cancelled_while_its_boundary_waits_never_sends_it(pool: Pool) -> None:
