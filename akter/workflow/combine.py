@@ -57,6 +57,9 @@ BEGIN_MANY: LiteralString = (
     "SELECT i, fenced, settled, started_ms, exit FROM akter_wf_begin_many(%(begins)s::jsonb)"
 )
 
+BEFORE = "workflow.before_combined_write"
+AFTER = "workflow.after_combined_write"
+
 #: combined writes in flight at once, per pool: one measured best (docs/performance-workflows.md)
 MOST_IN_FLIGHT = 1
 
@@ -165,10 +168,11 @@ class Combiner:
 
     async def _write(self, batch: list[_Waiting]) -> None:
         try:
-            ids = [i for w in batch for i in (w.boundary.params["actor_id"], w.boundary.params["eid"])]
-            await faults.hit("workflow.before_combined_write", *ids)
+            if faults.armed(BEFORE):
+                await faults.hit(BEFORE, *_ids(batch))
             rows = await self._rows(batch)
-            await faults.hit("workflow.after_combined_write", *ids)
+            if faults.armed(AFTER):
+                await faults.hit(AFTER, *_ids(batch))
             self.writes += 1
             self.boundaries += len(batch)
             for w, row in zip(batch, rows, strict=True):
@@ -221,6 +225,11 @@ class Combiner:
         for i, fenced, settled, started_ms, exit_ in got:
             rows[i] = {"fenced": fenced, "settled": settled, "started_ms": started_ms, "exit": exit_}
         return rows
+
+
+def _ids(batch: list[_Waiting]) -> list[str]:
+    """The ids a fault point at a combined write matches: each boundary's actor and execution."""
+    return [i for w in batch for i in (w.boundary.params["actor_id"], w.boundary.params["eid"])]
 
 
 def _fail(w: _Waiting, exc: Exception) -> None:

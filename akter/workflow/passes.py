@@ -35,8 +35,10 @@ is never retried at once: the pass backs off, doubling up to ``MAX_BACKOFF``, an
 **One statement per step boundary.** An attempt's outcome is recorded in the driver as soon as
 its work returns, and written with the pass's next write — the next attempt's pending row, a
 record, the suspension or the finish (``sql/010``) — or on its own before the pass waits for
-anything else. Nothing outside the pass acts on the outcome before it is written: the next
-attempt's work starts only once that statement committed.
+anything else. The next attempt's pending row goes through ``combine.py``: with the boundaries
+other passes have ready at the same moment, in one round trip (``sql/023``). Nothing outside the
+pass acts on the outcome before it is written: the next attempt's work starts only once that
+statement committed.
 
 Every write is fenced by the activation's generation; a ``Stale`` fence ends the pass quietly.
 """
@@ -255,6 +257,7 @@ class Pass:
             self.unsettled[:0] = carry  # settling twice is harmless: only an open row settles
             raise
         if not row["fenced"]:
+            self.unsettled[:0] = carry  # as _settling leaves them: the pass ends here anyway
             raise Stale(f"generation {self.generation} of {self.ref} no longer holds")
         return row
 
