@@ -21,6 +21,9 @@ written pending, its work not begun), ``workflow.before_settle`` (the work done,
 recorded), ``workflow.before_clock_settle`` (a sleep held in process is due, or about to be, on the
 process's clock estimate; its settle not sent), ``workflow.before_suspend`` (every branch parked,
 the suspension not written). Each is passed the actor id and the execution id.
+``workflow.before_combined_write`` and ``workflow.after_combined_write`` bracket a combined
+step-boundary write (``combine.py``): not sent yet / committed with its rows not handed to the
+passes; each is passed the actor id and the execution id of every boundary it carries.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ POINTS = frozenset(
         "workflow.before_settle",
         "workflow.before_clock_settle",
         "workflow.before_suspend",
+        "workflow.before_combined_write",
+        "workflow.after_combined_write",
         "operate.before_send",
     }
 )

@@ -35,8 +35,10 @@ is never retried at once: the pass backs off, doubling up to ``MAX_BACKOFF``, an
 **One statement per step boundary.** An attempt's outcome is recorded in the driver as soon as
 its work returns, and written with the pass's next write — the next attempt's pending row, a
 record, the suspension or the finish (``sql/010``) — or on its own before the pass waits for
-anything else. Nothing outside the pass acts on the outcome before it is written: the next
-attempt's work starts only once that statement committed.
+anything else. The next attempt's pending row goes through ``combine.py``: with the boundaries
+other passes have ready at the same moment, in one round trip (``sql/023``). Nothing outside the
+pass acts on the outcome before it is written: the next attempt's work starts only once that
+statement committed.
 
 Every write is fenced by the activation's generation; a ``Stale`` fence ends the pass quietly.
 """
@@ -62,7 +64,18 @@ from akter.errors import (
 )
 from akter.ids import ActorRef, ExecutionId
 from akter.outbox.intents import decode_caller
-from akter.workflow import activity, adopt, children, continue_as_new, exits, finish, holds, queries, waiting
+from akter.workflow import (
+    activity,
+    adopt,
+    children,
+    combine,
+    continue_as_new,
+    exits,
+    finish,
+    holds,
+    queries,
+    waiting,
+)
 from akter.workflow.context import WorkflowContext
 from akter.workflow.continue_as_new import ContinueAsNew
 from akter.workflow.declare import Workflow
@@ -226,6 +239,32 @@ class Pass:
         except BaseException:
             self.unsettled[:0] = settles  # settling twice is harmless: only an open row settles
             raise
+
+    async def _begin(
+        self, key: StepKey, attempt: int, carry: list[tuple[StepKey, int, bytes]]
+    ) -> dict[str, Any]:
+        """The step boundary before an attempt's work (``sql/023``): settle ``carry``, write the
+        attempt pending, keep the recovery timer armed — sent with the boundaries of the other
+        passes ready at the same moment (``combine.py``). Should it not complete, the settles
+        are left to the next write, as ``_settling`` leaves them."""
+        boundary = combine.Boundary(
+            self.params,
+            [(k.step, k.scope, k.occurrence, a, e) for k, a, e in carry],
+            key.step,
+            key.scope,
+            key.occurrence,
+            attempt,
+            self.runner.hook.recovery,
+        )
+        try:
+            row = await combine.of(self.sender.pool).begin(boundary)
+        except BaseException:
+            self.unsettled[:0] = carry  # settling twice is harmless: only an open row settles
+            raise
+        if not row["fenced"]:
+            self.unsettled[:0] = carry  # as _settling leaves them: the pass ends here anyway
+            raise Stale(f"generation {self.generation} of {self.ref} no longer holds")
+        return row
 
     async def _flush(self) -> None:
         """Write the settles of attempts already run, before the pass waits for anything else:
@@ -536,11 +575,7 @@ class Pass:
     async def _attempt(self, need: RunActivity, carry: list[tuple[StepKey, int, bytes]]) -> StepRow:
         call, key, attempt = need.call, need.key, need.attempt
         step = call.step
-        begun = await self._settling(
-            queries.BEGIN,
-            {**_key_params(key), "attempt": attempt, "recovery": self.runner.hook.recovery},
-            carry,
-        )
+        begun = await self._begin(key, attempt, carry)
         started_ms = begun["started_ms"]
         if begun["exit"] is not None:  # another runner settled it; take its exit
             return StepRow(
