@@ -91,6 +91,10 @@ class WorkflowRunner:
         #: cost this process no memory (the next pass simply activates again)
         self._running: dict[ActorRef, int] = {}
         self._passes: dict[str, Pass] = {}
+        #: executions whose pass loop is alive, between passes included: a stale pass's loop
+        #: waits there for a handed-over generation (``HANDOFF_WAIT``), and a resume arriving
+        #: meanwhile must join that loop, never start a second pass of the same execution
+        self._looping: set[str] = set()
         self._rerun: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._quiet = asyncio.Event()
@@ -172,11 +176,16 @@ class WorkflowRunner:
             self._newer.set()  # a pass fenced out by this very generation runs on under it
             self._newer = asyncio.Event()
         key = str(eid)
-        running = self._passes.get(key)
-        if running is not None:
+        if key in self._looping:
             self._rerun.add(key)
-            running.wake.set()
+            running = self._passes.get(key)
+            if running is not None:
+                running.wake.set()
+            else:  # between passes: the loop's wait for a newer generation ends now
+                self._newer.set()
+                self._newer = asyncio.Event()
             return
+        self._looping.add(key)
         self._quiet.clear()
         # counted now, not when the task starts: the actor's generation must outlive every pass
         # of it that another ending pass could see as the last one
@@ -224,6 +233,7 @@ class WorkflowRunner:
         try:
             await self._pass_loop(ref, eid, key, head)
         finally:
+            self._looping.discard(key)
             self._running[ref] -= 1
             if not self._running[ref]:
                 del self._running[ref]
@@ -253,7 +263,7 @@ class WorkflowRunner:
                     except Exception:  # the count is a guard; its failure must not end the runner
                         log.exception("could not count the failed pass of %s", key)
                 return
-            if p.stale and self.owns(ref) and await self._newer_generation(ref, p.generation):
+            if p.stale and self.owns(ref) and await self._newer_generation(ref, p.generation, key):
                 continue  # a turn took a newer generation for this runner meanwhile: run under it
             if key not in self._rerun or not self.owns(ref):
                 return
@@ -278,14 +288,15 @@ class WorkflowRunner:
                 extra=logs.fields(execution=eid),
             )
 
-    async def _newer_generation(self, ref: ActorRef, generation: int) -> bool:
+    async def _newer_generation(self, ref: ActorRef, generation: int, key: str) -> bool:
         """Whether this runner holds a generation of ``ref`` newer than ``generation``, waiting
         up to ``HANDOFF_WAIT`` for one: a resume turn of another execution of the same actor may
         have taken it for this runner (fencing this pass out) and committed, with the turn's
         answer — which hands the generation over — not processed yet. Without the wait, the
-        fenced pass would leave its execution to its recovery timer."""
+        fenced pass would leave its execution to its recovery timer. A resume of this execution
+        scheduled meanwhile (``key`` in ``_rerun``) ends the wait: the loop runs it."""
         deadline = asyncio.get_running_loop().time() + HANDOFF_WAIT
-        while self._generations.get(ref, 0) <= generation:
+        while self._generations.get(ref, 0) <= generation and key not in self._rerun:
             left = deadline - asyncio.get_running_loop().time()
             if left <= 0:
                 return False

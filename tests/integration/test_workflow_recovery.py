@@ -14,6 +14,7 @@ from returns.result import Failure, Success
 
 import akter
 from akter import testing
+from akter.workflow import runner as runner_module
 from tests.apps import flows
 from tests.apps.flows import Book, Done, Flows, Job, Settle
 from tests.apps.relay_procs import RelayProcess
@@ -152,6 +153,34 @@ async def test_a_stale_generation_cannot_settle_and_the_run_still_finishes(
     await clock.advance(timedelta(seconds=31))
     assert await run.result(timeout=60) == Success(Done("ledger 2; principal Anonymous(); tenant acme"))
     assert await peek.count("actor_receipts", "ledger-stale") == 2
+
+
+async def test_a_resume_while_a_fenced_pass_waits_for_a_handover_runs_one_pass_not_two(
+    env: Any, peek: Peek, clock: testing.Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the window a fenced pass's loop waits for a handed-over generation, made wide: the test
+    # ends it itself, with a resume
+    monkeypatch.setattr(runner_module, "HANDOFF_WAIT", 60.0)
+    app, relay, client = env
+    runner = app.workflow_runner
+    gate = testing.pause("workflow.before_settle")
+    run = await client.actor(Flows, "p9", tenant="acme").start(Settle, Job("twice", seconds=0))
+    await gate.reached()
+    await peek.rows(
+        "UPDATE actor_generations SET generation = generation + 1 WHERE actor_id = 'p9' RETURNING 1"
+    )
+    gate.release()
+    # the pass could not settle and ended; its loop is alive, waiting between passes
+    await until(
+        lambda: asyncio.sleep(0, (run.execution_id in runner._passes, runner.quiet())),
+        lambda seen: seen == (False, False),
+    )
+    # the recovery timer falls due: the relay's resume turn takes a generation for this runner
+    await clock.advance(timedelta(seconds=31))
+    assert await run.result(timeout=60) == Success(Done("ledger 2; principal Anonymous(); tenant acme"))
+    await quiet(app, relay)
+    # the attempt ran before the fence and once more in the one pass that resumed it
+    assert flows.CALLS["twice"] == 2
 
 
 async def test_interrupting_a_running_execution_compensates_once(env: Any, peek: Peek) -> None:
