@@ -15,7 +15,8 @@ deployments and tests do) and plays three orders: one paid in time, one interrup
 cool-off, one whose payment window passes. A ``Narrator`` reads what happened from the database
 through a second, read-only connection (the views of ``akter.inspect``) and prints it: executions
 started, steps recorded, timers armed, events appended and matched, results. Durable time here is
-the real clock (a one-second cool-off, a two-second payment window): the demo may run against a
+the real clock (a cool-off of a second and a half — longer than a pass holds a sleep in process,
+so the execution suspends — and a two-second payment window): the demo may run against a
 database that matters, so it never moves its clock. Each run uses fresh actor ids, so running it
 again on the same database adds a new shop and warehouse beside the old ones.
 """
@@ -46,7 +47,7 @@ T = TypeVar("T")
 TENANT = "demo"
 SKU = "widget"
 INITIAL_STOCK = 10
-COOL_OFF = timedelta(seconds=1)
+COOL_OFF = timedelta(seconds=1.5)
 PAYMENT_WINDOW_S = 30
 SHORT_PAYMENT_WINDOW_S = 2
 #: how often the narrator reads the database while something runs
@@ -492,7 +493,7 @@ EXPECTED = {"order-1": "shipped", "order-2": "interrupted", "order-3": "payment 
 def _introduce(write: Callable[[str], None], described: str, shop: ActorRef, warehouse: ActorRef) -> None:
     write(f"database  {described}")
     write(
-        f"time      real time: the cool-off is a {COOL_OFF.total_seconds():.0f}s durable sleep and "
+        f"time      real time: the cool-off is a {COOL_OFF.total_seconds():g}s durable sleep and "
         f"order-3 has a {SHORT_PAYMENT_WINDOW_S}s payment window (the database clock is not moved)"
     )
     write(f"actors    {shop} owns the orders; {warehouse} holds {INITIAL_STOCK} x {SKU}")

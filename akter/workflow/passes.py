@@ -467,8 +467,10 @@ class Pass:
                 await self._record(_record_params("clock", key, after_ms=after))
                 return True
             case ClockDue(key=key, due_ms=due):
+                if due - now > HOLD_MS:
+                    return due  # suspended until then (or held, should it come closer)
                 if due - now > SETTLE_AHEAD_MS:
-                    return due - SETTLE_AHEAD_MS
+                    return due - SETTLE_AHEAD_MS  # held in process: woken a little early
                 return await self._settle_clock(key)
             case AwaitEvent():
                 return await waiting.serve(self, need)
