@@ -79,6 +79,11 @@ def zero(n: int) -> int:
 
 
 @DBOS.workflow()
+def one(n: int) -> int:
+    return work(n)
+
+
+@DBOS.workflow()
 def nap(n: int, sleep_ms: int) -> int:
     stamp(n, "before")
     if sleep_ms >= 0:
@@ -133,9 +138,11 @@ def phase_seq(n: int) -> dict[str, Any]:
     for i in range(20):
         ten(i)
         zero(i)
+        one(i)
     t_ten: list[float] = []
     t_zero: list[float] = []
-    cpu = {"ten": 0.0, "zero": 0.0}
+    t_one: list[float] = []
+    cpu = {"ten": 0.0, "zero": 0.0, "one": 0.0}
     for i in range(n):
         t, c = time.perf_counter(), time.process_time()
         ten(i)
@@ -143,11 +150,16 @@ def phase_seq(n: int) -> dict[str, Any]:
         t, c2 = time.perf_counter(), time.process_time()
         zero(i)
         t_zero.append(time.perf_counter() - t)
+        t, c3 = time.perf_counter(), time.process_time()
+        one(i)
+        t_one.append(time.perf_counter() - t)
         cpu["ten"] += c2 - c
-        cpu["zero"] += time.process_time() - c2
+        cpu["zero"] += c3 - c2
+        cpu["one"] += time.process_time() - c3
     return {
         "ten": ms(t_ten),
         "zero": ms(t_zero),
+        "one": ms(t_one),
         "cpu_ms_per_workflow": {k: v / n * 1000 for k, v in cpu.items()},
     }
 

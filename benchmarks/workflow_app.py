@@ -88,6 +88,17 @@ async def ten(wf: akter.WorkflowContext, job: Job) -> int:
     return total
 
 
+# ---- One: a single activity, the baseline of the per-step figure ----------------------------------
+
+One = Orders.workflow("One", input=Job, output=int)
+one_step = One.activity("a0", success=int)
+
+
+@One.body
+async def one(wf: akter.WorkflowContext, job: Job) -> int:
+    return await one_step(work, job.n)
+
+
 # ---- TenSync: the same with plain (sync) functions, which run in a worker thread ---------------
 
 TenSync = Orders.workflow("TenSync", input=Job, output=int)
