@@ -53,3 +53,23 @@ def _clean_process_state() -> Any:
     counter.RUNS.clear()
     yield
     testing.disarm_all()
+
+
+@pytest.fixture
+def polls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The reads ``run.result()`` makes (``Run._poll``), by execution id, with no fallback poll
+    within the test: every read counted is one a notification, a reconnect or the first check
+    asked for, never one a slow moment of the machine added."""
+    from akter.workflow import run as run_module
+    from akter.workflow.run import Run
+
+    monkeypatch.setattr(run_module, "POLL_FALLBACK", 3600.0)
+    seen: list[str] = []
+    original = Run._poll
+
+    async def counted(self: Run[Any], conn: Any) -> Any:
+        seen.append(self.execution_id)
+        return await original(self, conn)
+
+    monkeypatch.setattr(Run, "_poll", counted)
+    return seen

@@ -6,31 +6,16 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from returns.result import Success
 
 from akter import testing
-from akter.workflow.run import Run
 from tests.apps import flows
 from tests.apps.flows import Done, Flows, Job, Settle
 from tests.integration.workflow_support import running, until
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def polls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    seen: list[str] = []
-    original = Run._poll
-
-    async def counted(self: Run[Any], conn: Any) -> Any:
-        seen.append(self.execution_id)
-        return await original(self, conn)
-
-    monkeypatch.setattr(Run, "_poll", counted)
-    return seen
 
 
 async def test_a_result_finished_here_is_handed_over_without_a_read(

@@ -61,22 +61,6 @@ def body(size: int) -> str:
     return digits[:size]
 
 
-@pytest.fixture
-def polls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The reads ``result()`` makes; with no fallback poll within a test (every read counted is
-    one a notification, a reconnect or the first check asked for)."""
-    monkeypatch.setattr(run_module, "POLL_FALLBACK", 3600.0)
-    seen: list[str] = []
-    original = Run._poll
-
-    async def counted(self: Run[Any], conn: Any) -> Any:
-        seen.append(self.execution_id)
-        return await original(self, conn)
-
-    monkeypatch.setattr(Run, "_poll", counted)
-    return seen
-
-
 @asynccontextmanager
 async def apart(database_url: str) -> AsyncIterator[Any]:
     """A relay in one App and a client in another: the client's process runs no pass, so no

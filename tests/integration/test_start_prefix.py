@@ -29,7 +29,6 @@ from akter.store.listener import Listener
 from akter.workflow import prefix
 from akter.workflow.commands import LAYER, InterruptMark, stage_start
 from akter.workflow.passes import Pass
-from akter.workflow.run import Run
 from tests.integration.conftest import Peek
 from tests.integration.workflow_support import quiet, until
 from tests.integration.workflow_support import running as _running
@@ -160,19 +159,6 @@ def passes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(Pass, "_run", counted)
     return ran
-
-
-@pytest.fixture
-def polls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    seen: list[str] = []
-    original = Run._poll
-
-    async def counted(self: Run[Any], conn: Any) -> Any:
-        seen.append(self.execution_id)
-        return await original(self, conn)
-
-    monkeypatch.setattr(Run, "_poll", counted)
-    return seen
 
 
 @pytest.fixture
