@@ -50,9 +50,6 @@ FINISHED_CHANNEL = "akter_finished"
 #: the channel ``akter_wf_finish`` notifies a small result on, for the waiters of
 #: ``FINISHED_CHANNEL`` (``sql/021``)
 RESULT_CHANNEL = "akter_result"
-#: the channel ``akter_wf_finish`` notifies a small result on, for the waiters of
-#: ``FINISHED_CHANNEL`` (``sql/021``)
-RESULT_CHANNEL = "akter_result"
 
 
 class Declarations(Protocol):

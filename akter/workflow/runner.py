@@ -173,8 +173,7 @@ class WorkflowRunner:
         the start turn just wrote it (no steps yet), so its first pass needs no load."""
         if generation is not None and generation > self._generations.get(ref, 0):
             self._generations[ref] = generation
-            self._newer.set()  # a pass fenced out by this very generation runs on under it
-            self._newer = asyncio.Event()
+            self._wake_between_passes()  # a pass fenced out by this generation runs on under it
         key = str(eid)
         if key in self._looping:
             self._rerun.add(key)
@@ -182,8 +181,7 @@ class WorkflowRunner:
             if running is not None:
                 running.wake.set()
             else:  # between passes: the loop's wait for a newer generation ends now
-                self._newer.set()
-                self._newer = asyncio.Event()
+                self._wake_between_passes()
             return
         self._looping.add(key)
         self._quiet.clear()
@@ -193,6 +191,11 @@ class WorkflowRunner:
         task = asyncio.create_task(self._run_pass(ref, eid, head), name=f"pass {key[:40]}")
         self._tasks.add(task)
         task.add_done_callback(self._done)
+
+    def _wake_between_passes(self) -> None:
+        """Wake every pass loop waiting in ``_newer_generation``: each re-checks its condition."""
+        self._newer.set()
+        self._newer = asyncio.Event()
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
