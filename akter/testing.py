@@ -167,12 +167,11 @@ async def read_history(database_url: str, execution_ids: Sequence[str], *, note:
     conn = await psycopg.AsyncConnection.connect(database_url, autocommit=True)
     async with conn, conn.transaction():
         await replay_read.read_only(conn)
-        now = await replay_read.now_ms(conn)
         found = await replay_read.by_id(conn, execution_ids)
     missing = sorted(set(execution_ids) - {e.execution_id for e in found})
     if missing:
         raise InvalidExecutionId(f"no execution {', '.join(missing)} in the database")
-    return history_file.of(found, now, note)
+    return history_file.of(found, note)
 
 
 async def export_history(

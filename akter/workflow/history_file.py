@@ -5,7 +5,7 @@ A history file holds executions exactly as the store holds them, stored bytes re
 cattrs primitives (the same values ``replay_read`` hands the replay check), so replaying a file
 is replaying the database as it was when the file was written::
 
-    {"format": "akter.history/1", "exported_at_ms": 1796..., "note": "...",
+    {"format": "akter.history/1", "note": "...",
      "executions": [{"execution_id": "x1....", "tenant": ..., "actor_type": ..., "actor_id": ...,
                      "workflow": ..., "key": ..., "status": "suspended", "history_format": 2,
                      "interrupt": false, "payload": {...}, "principal": {"user": "ann"} | null,
@@ -14,9 +14,11 @@ is replaying the database as it was when the file was written::
                                 "kind": "activity", "exit": {"ok": ...}, "started_us": ...,
                                 "due_ms": null, "cursor": null, "scanned": null}, ...]}]}
 
-Keys are sorted and steps are in key order, so a file exported twice from the same rows is the
-same file (a golden file's diff shows what changed). A file that is not of this shape is
-``InvalidInput`` naming what is wrong.
+Keys are sorted, steps are in key order and nothing in it says when it was written, so a file
+exported twice from the same rows is the same file (a golden file's diff shows what changed, and
+only that). Its replay's clock is the latest moment its rows record (``recorded_ms``: the last
+step attempt's start), not the export's. Files written before carry ``exported_at_ms``, which
+is still their clock. A file that is not of this shape is ``InvalidInput`` naming what is wrong.
 """
 
 from __future__ import annotations
@@ -37,11 +39,23 @@ FORMAT = "akter.history/1"
 
 @attrs.frozen
 class History:
-    """The executions of one file, and when they were exported (the clock their replay uses)."""
+    """The executions of one file, and the clock their replay uses (``recorded_ms`` of them; a
+    file written before kept its export time)."""
 
     executions: tuple[RecordedExecution, ...]
-    exported_at_ms: int
+    clock_ms: int
     note: str = ""
+
+    @property
+    def exported_at_ms(self) -> int:
+        """The replay's clock, by the name it had when files carried their export time."""
+        return self.clock_ms
+
+
+def recorded_ms(executions: Iterable[RecordedExecution]) -> int:
+    """The latest moment the executions' rows record, in epoch milliseconds: the start of the
+    last step attempt (0 when none has a step)."""
+    return max((s.started_us // 1000 for e in executions for s in e.steps), default=0)
 
 
 def _principal(principal: Principal | None) -> dict[str, str] | None:
@@ -68,7 +82,6 @@ def dumps(history: History) -> str:
     return json.dumps(
         {
             "format": FORMAT,
-            "exported_at_ms": history.exported_at_ms,
             "note": history.note,
             "executions": [_execution(e) for e in history.executions],
         },
@@ -124,7 +137,8 @@ def loads(text: str, *, source: str = "the history") -> History:
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise InvalidInput(f"its format is not {FORMAT!r}")
         executions = tuple(_read_execution(e) for e in data["executions"])
-        return History(executions, int(data["exported_at_ms"]), str(data.get("note", "")))
+        clock = int(data["exported_at_ms"]) if "exported_at_ms" in data else recorded_ms(executions)
+        return History(executions, clock, str(data.get("note", "")))
     except (ValueError, KeyError, TypeError) as exc:
         what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
         raise InvalidInput(f"{source} is not an akter history file: {what}") from exc
@@ -167,5 +181,7 @@ def _read_step(s: dict[str, Any]) -> RecordedStep:
     )
 
 
-def of(executions: Iterable[RecordedExecution], exported_at_ms: int, note: str = "") -> History:
-    return History(tuple(sorted(executions, key=lambda e: e.execution_id)), exported_at_ms, note)
+def of(executions: Iterable[RecordedExecution], note: str = "") -> History:
+    """The executions as one file's, in id order, with the clock their rows record."""
+    ordered = tuple(sorted(executions, key=lambda e: e.execution_id))
+    return History(ordered, recorded_ms(ordered), note)
