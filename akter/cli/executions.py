@@ -6,6 +6,15 @@ through a read-only connection (``akter.inspect``), one snapshot each. ``interru
 member's commands as the operator — a ``User`` named by ``--as`` (``AKTER_OPERATOR``, else the
 login name) — so the actors' access policies decide, and the executions record who asked.
 
+Acting on what filters match goes on past an execution it cannot act on (another App's
+workflow in the same database, a refusal, a busy actor, a database error on its turn): each
+execution's outcome is printed as it comes, then a summary; the exit code is 1 when any was
+refused or had nothing to do.
+
+``--json`` prints one document whose times are absolute (ISO 8601 UTC, never "in 5m"), so two
+reads of an unchanged execution print the same; a failure under ``--json`` is the document
+``{"error": {"type", "message", "exit_code"}}`` on stdout (``support.fail``).
+
 Exit codes: 0 done (or shown), 1 nothing matched, no such execution, or an action refused,
 2 usage, configuration or database errors.
 """
@@ -51,8 +60,8 @@ EXIT_NOTHING = 1
 EXIT_USAGE = 2
 
 
-def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    cli_support.fail(message, code)
+def _fail(message: str, code: int = EXIT_USAGE, *, kind: str | None = None) -> NoReturn:
+    cli_support.fail(message, code, kind=kind)
 
 
 class _Moment(click.ParamType[datetime]):
@@ -74,7 +83,10 @@ _FILTERS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option("--tenant", help="Only this tenant's executions."),
     click.option("--actor-type", help="Only executions owned by actors of this type."),
     click.option("--actor-id", help="Only executions of this actor (with --tenant and --actor-type)."),
-    click.option("--workflow", help="Only executions of this workflow member."),
+    click.option(
+        "--workflow",
+        help="Only executions of this workflow member: Workflow, or ActorType.Workflow as counts prints it.",
+    ),
     click.option(
         "--status",
         "statuses",
@@ -139,6 +151,7 @@ def _echo_json(data: Any) -> None:
 
 @click.group(
     "executions",
+    cls=cli_support.JsonGroup,
     epilog="Exit codes: 0 done, 1 nothing matched / no such execution / refused, "
     "2 usage/configuration/database error.",
 )
@@ -189,14 +202,14 @@ def list_command(
     _, url = load_app_url(app_path, database_url)
 
     async def read(conn: psycopg.AsyncConnection[Any]) -> tuple[Page, datetime]:
-        page = await read_page(conn, where, limit=limit, after=cursor)
+        page = await read_page(conn, where, limit=limit, after=cursor, relative=not as_json)
         clock = await (await conn.execute("SELECT akter_now()")).fetchone()
         return page, clock[0] if clock is not None else datetime.now(UTC)
 
     try:
         page, now = read_view(url, read)
     except InvalidInput as exc:
-        _fail(one_line(exc))
+        _fail(one_line(exc), kind=type(exc).__name__)
     if as_json:
         _echo_json({"executions": page.rows, "next_cursor": page.next_cursor})
     else:
@@ -247,7 +260,7 @@ def show_command(*, app_path: str, execution_id: str, database_url: str | None, 
     """One execution as a timeline: every step attempt, its timer, and why it waits."""
     eid = parse_execution_id(execution_id)
     app, url = load_app_url(app_path, database_url)
-    timeline = read_view(url, lambda conn: read_timeline(conn, app, eid))
+    timeline = read_view(url, lambda conn: read_timeline(conn, app, eid, relative=not as_json))
     if timeline is None:
         _fail(
             f"no execution {execution_id} is stored (never started, or pruned after retention)", EXIT_NOTHING
@@ -292,16 +305,18 @@ def _with_client(
     except psycopg.Error as exc:
         cli_support.fail_with(cli_support.database_problem(exc, url))
     except (AkterError, psycopg_pool.PoolTimeout) as exc:
-        _fail(one_line(exc))
+        _fail(one_line(exc), kind=type(exc).__name__)
 
 
 class _Report:
     """Prints each action's outcome as it comes (a filter may match many: nothing is kept but
-    the counts), as lines or as one JSON document ``{"acted": [...]}`` written as it goes."""
+    the counts), as lines or as one JSON document ``{"acted": [...]}`` written as it goes; with
+    ``summary``, the counts at the end (a line, or the document's ``"summary"``)."""
 
-    def __init__(self, verb: str, as_json: bool) -> None:
+    def __init__(self, verb: str, as_json: bool, *, summary: bool = False) -> None:
         self.verb = verb
         self.as_json = as_json
+        self.summary = summary
         self.count = 0
         self.refused = 0
 
@@ -309,7 +324,10 @@ class _Report:
         from akter.operate.query import readable
 
         if self.as_json:
-            item = {**jsonable(a), "error": None if a.error is None else one_line(a.error)}
+            error = None
+            if a.error is not None:
+                error = {"type": type(a.error).__name__, "message": one_line(a.error)}
+            item = {**jsonable(a), "error": error}
             text = json.dumps(jsonable(item), indent=2, sort_keys=True).replace("\n", "\n    ")
             click.echo(('{\n  "acted": [\n    ' if not self.count else ",\n    ") + text, nl=False)
         elif a.done:
@@ -320,8 +338,16 @@ class _Report:
         self.refused += not a.done
 
     def finish(self) -> NoReturn:
+        done = self.count - self.refused
         if self.as_json:
-            click.echo("\n  ]\n}" if self.count else '{\n  "acted": []\n}')
+            click.echo(("\n  ]" if self.count else '{\n  "acted": []'), nl=False)
+            if self.summary:
+                counts = json.dumps({"done": done, "refused": self.refused}, sort_keys=True)
+                click.echo(f',\n  "summary": {counts}', nl=False)
+            click.echo("\n}")
+        elif self.summary and self.count:
+            refused = f"; {self.refused} not (see above)" if self.refused else ""
+            click.echo(f"{self.verb} {done} of {self.count} matching executions{refused}")
         if not self.count:
             click.echo("akter: no execution matched", err=True)
         sys.exit(EXIT_OK if self.count and not self.refused else EXIT_NOTHING)
@@ -342,7 +368,7 @@ def _act(
     """``verb`` the executions named, then every one ``where`` matches, reporting each."""
     from akter.operate import actions
 
-    report = _Report(shown, as_json)
+    report = _Report(shown, as_json, summary=where is not None)
 
     def one(engine: Any, execution_id: str, who: Caller) -> Awaitable[Acted]:
         if verb == "interrupt":
@@ -355,7 +381,7 @@ def _act(
 
     async def act(client: Any) -> None:
         for execution_id in execution_ids:
-            report(await one(client.sender, execution_id, client.caller))
+            report(await actions.guarded(lambda i: one(client.sender, i, client.caller), execution_id))
         if where is not None:
             async for acted in client.each_matching(verb, where, reason=reason):
                 report(acted)

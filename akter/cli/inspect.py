@@ -69,6 +69,7 @@ def parse_execution_id(text: str) -> ExecutionId:
 
 @click.group(
     "inspect",
+    cls=support.JsonGroup,
     epilog="Exit codes: 0 shown, 1 no such actor or execution, 2 usage/configuration/database error.",
 )
 def inspect_group() -> None:

@@ -33,7 +33,7 @@ EXIT_DIVERGED = 1
 MAX_JOBS = 8
 
 
-@click.command("replay")
+@click.command("replay", cls=cli_support.JsonCommand)
 @click.argument("app_path", metavar="APP")
 @click.option(
     "--database-url",
@@ -96,7 +96,7 @@ def replay(
     except ConfigurationError as exc:
         cli_support.fail_with(exc)
     except AkterError as exc:
-        cli_support.fail(cli_support.one_line(exc))
+        cli_support.fail(cli_support.one_line(exc), kind=type(exc).__name__)
     except psycopg.Error as exc:
         cli_support.fail_with(cli_support.database_problem(exc, url))
     click.echo(json.dumps(report.data(), indent=2) if as_json else report.text())

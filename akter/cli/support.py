@@ -14,20 +14,27 @@ as a command's answer (1: refused, not found).
   came from in the message.
 - ``cannot_connect`` / ``database_problem``: psycopg errors as messages that name the database
   (its password hidden) and say what to do.
+
+Under ``--json`` a failure is JSON too: one document on stdout,
+``{"error": {"type": ..., "message": ..., "exit_code": ...}}`` (``type`` the error's class, or
+``UsageError`` / ``NotFound``), with the same exit code, so a script that reads the JSON never
+has to parse an ``akter:`` line. ``JsonCommand`` (the command class of the groups whose commands
+take ``--json``) does the same for click's own usage errors.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import re
 import sys
 import traceback
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 import psycopg
-from click.core import ParameterSource
+from click.core import Context, ParameterSource
 from psycopg.conninfo import conninfo_to_dict
 
 from akter.errors import AkterError, ConfigurationError
@@ -47,9 +54,33 @@ _EXAMPLE = "like myapp.main:app"
 _NO_SCHEMA = "the database has no akter schema (run `akter migrate`, or check the URL)"
 
 
-def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    """Print ``akter: message`` on stderr and exit with ``code``."""
-    click.echo(f"akter: {message}", err=True)
+#: an error's ``type`` under ``--json`` when no exception names it, by exit code
+_KINDS = {EXIT_FAILURE: "NotFound", EXIT_USAGE: "UsageError"}
+
+
+def json_wanted(ctx: Context | None = None) -> bool:
+    """Whether the command running (or one of its groups) was given ``--json``."""
+    ctx = ctx or click.get_current_context(silent=True)
+    while ctx is not None:
+        if ctx.params.get("as_json"):
+            return True
+        ctx = ctx.parent
+    return False
+
+
+def error_json(message: str, code: int, kind: str | None = None) -> str:
+    """The document a failure is under ``--json``."""
+    error = {"type": kind or _KINDS.get(code, "Error"), "message": message, "exit_code": code}
+    return json.dumps({"error": error}, indent=2, sort_keys=True)
+
+
+def fail(message: str, code: int = EXIT_USAGE, *, kind: str | None = None) -> NoReturn:
+    """Print ``akter: message`` on stderr (under ``--json``: ``error_json`` on stdout) and exit
+    with ``code``; ``kind`` names the error's type in the JSON."""
+    if json_wanted():
+        click.echo(error_json(message, code, kind))
+    else:
+        click.echo(f"akter: {message}", err=True)
     sys.exit(code)
 
 
@@ -57,7 +88,43 @@ def fail_with(exc: ConfigurationError) -> NoReturn:
     """``fail`` with a ``ConfigurationError``'s message, after the user's traceback if it has one."""
     if isinstance(exc, AppImportFailed):
         click.echo(exc.details, err=True, nl=False)
-    fail(str(exc))
+    fail(str(exc), kind=type(exc).__name__)
+
+
+class JsonCommand(click.Command):
+    """A command whose click usage errors (a bad option value, a missing argument) are JSON
+    documents on stdout when it was given ``--json``, as its other failures are."""
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: Context | None = None, **extra: Any
+    ) -> Context:
+        wants_json = "--json" in args
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.ClickException as exc:
+            if not wants_json:
+                raise
+            _json_exit(exc)
+
+    def invoke(self, ctx: Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as exc:
+            if not json_wanted(ctx):
+                raise
+            _json_exit(exc)
+
+
+def _json_exit(exc: click.ClickException) -> NoReturn:
+    kind = "UsageError" if isinstance(exc, click.UsageError) else type(exc).__name__
+    click.echo(error_json(exc.format_message(), exc.exit_code, kind))
+    sys.exit(exc.exit_code)
+
+
+class JsonGroup(click.Group):
+    """A group whose commands are ``JsonCommand``s."""
+
+    command_class = JsonCommand
 
 
 def one_line(value: object) -> str:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from akter.app import App
 
 
-@click.group()
+@click.group(cls=support.JsonGroup)
 def workflows() -> None:
     """Workflow tools: the deploy check, the replay check."""
 
@@ -63,7 +63,7 @@ def check_command(app_path: str, database_url: str | None, *, as_json: bool) -> 
     except ConfigurationError as exc:
         support.fail_with(exc)
     except AkterError as exc:
-        support.fail(support.one_line(exc), EXIT_USAGE)
+        support.fail(support.one_line(exc), EXIT_USAGE, kind=type(exc).__name__)
     except psycopg.Error as exc:
         support.fail_with(support.database_problem(exc, url))
     if as_json:

@@ -30,8 +30,11 @@ def span(delta: timedelta) -> str:
     return f"{int(seconds // 86400)}d{int(seconds % 86400 // 3600):02d}h"
 
 
-def when(ts: datetime, now: datetime) -> str:
-    """``ts`` in UTC, with how far it is from ``now`` on the database clock."""
+def when(ts: datetime, now: datetime | None) -> str:
+    """``ts`` in UTC, with how far it is from ``now`` on the database clock; ``now`` None: the
+    time alone, as JSON shows it (two reads of an unchanged record say the same)."""
+    if now is None:
+        return iso_time(ts)
     delta = ts - now
     relative = f"in {span(delta)}" if delta > timedelta(0) else f"{span(delta)} ago"
     return f"{iso_time(ts)} ({relative})"
@@ -187,4 +190,8 @@ def jsonable(value: Any) -> Any:
 
 
 def to_json(view: ActorView | ExecutionView) -> str:
-    return json.dumps(jsonable(view), indent=2, sort_keys=True)
+    """The view as one JSON document: times in ISO 8601 UTC, and without the time it was read
+    (``now``), so two reads of unchanged rows are the same document."""
+    data = jsonable(view)
+    del data["now"]
+    return json.dumps(data, indent=2, sort_keys=True)

@@ -22,7 +22,9 @@ Acting on many (``each_matching``) walks the matching executions a keyset page a
 on each row of a page before the next page is read, so a filter that matches 100,000 executions
 holds one page (``query.DEFAULT_PAGE`` rows) at a time; executions that start meanwhile (a retry's
 new execution among them) are newer than the cursor and never visited. One refusal (access
-denied, finished meanwhile) is reported with its execution and does not stop the others.
+denied, finished meanwhile, an execution of a workflow this App does not declare, a busy actor,
+a database error on its turn) is reported with its execution (``guarded``) and does not stop the
+others: an operator's drain is never left half done without saying which half.
 Nothing here decides anything the turn does not decide again under the row lock: the reading
 before a send only words the answer and names what the operator saw.
 """
@@ -34,6 +36,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, LiteralString, Protocol
 
 import attrs
+import psycopg
 import psycopg_pool
 
 from akter import faults
@@ -197,7 +200,19 @@ async def each_matching(
     if not wanted:
         return
     async for row in iterate(engine.pool, attrs.evolve(where, status=wanted), page_size=page_size):
-        yield await act(row.execution_id)
+        yield await guarded(act, row.execution_id)
+
+
+async def guarded(act: Callable[[str], Awaitable[Acted]], execution_id: str) -> Acted:
+    """``act`` on one execution; what refuses it (akter's refusals, a database error on its turn,
+    no connection in time) is its ``Acted``, refused, instead of ending the actions after it. A
+    bug in akter is raised."""
+    try:
+        return await act(execution_id)
+    except (AkterError, psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+        error = exc if isinstance(exc, AkterError) else None
+        words = " ".join(str(exc).split()) or type(exc).__name__
+        return Acted(execution_id, done=False, message=f"refused: {words}", error=error)
 
 
 def interrupt_matching(
@@ -279,6 +294,12 @@ async def unpause(engine: Engine, execution_id: str, *, caller: Caller) -> Acted
     if isinstance(read, Acted):
         return read
     eid, workflow, status = read
+    if status.status == "finished":
+        if status.paused_by is not None:
+            # asked to pause while it ran, it finished before it held: the unpause only drops
+            # what is left of the pause (``holds.UNPAUSE``); nothing of it goes on
+            await _send(engine, eid, workflow.unpause_command, Unpause(execution_id), caller)
+        return Acted(execution_id, done=False, message=f"already finished ({status.outcome})")
     if status.paused_by is None:
         return Acted(execution_id, done=False, message=f"not paused ({status.status})")
     refused = await _send(engine, eid, workflow.unpause_command, Unpause(execution_id), caller)

@@ -67,11 +67,51 @@ def _outcomes(value: str | Iterable[str] | None) -> tuple[str, ...]:
 def _name_of(value: object) -> str | None:
     """An actor type or workflow given as its declaration or as its name."""
     if value is None or isinstance(value, str):
-        return value
+        return checked_text("actor_type", value)
     name = getattr(value, "name", None)
     if not isinstance(name, str):
         raise InvalidInput(f"expected a name or a declaration, got {type(value).__name__}")
-    return name
+    return checked_text("actor_type", name)
+
+
+#: the longest text a filter field may hold: far beyond any name or key akter stores
+MAX_TEXT = 1024
+
+
+def checked_text(name: str, value: object) -> str | None:
+    """``value`` if it is text PostgreSQL can compare (a ``str``, UTF-8, no NUL, at most
+    ``MAX_TEXT`` characters), else ``InvalidInput`` naming the field ``name``: the one check of a
+    filter's text, whether it came from the API, ``akter executions`` or the page's query string."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(f"{name} must be text, not {type(value).__name__}")
+    if "\x00" in value:
+        at = value.index("\x00")
+        raise InvalidInput(f"{name} holds a NUL character (at {at}), which no stored text can")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(f"{name} is not valid UTF-8 at position {exc.start}") from None
+    if len(value) > MAX_TEXT:
+        raise InvalidInput(f"{name} is {len(value)} characters long; a filter's text is at most {MAX_TEXT}")
+    return value
+
+
+def _tenant(value: object) -> str | None:
+    return checked_text("tenant", value)
+
+
+def _actor_id(value: object) -> str | None:
+    return checked_text("actor_id", value)
+
+
+def _workflow(value: object) -> str | None:
+    return checked_text("workflow", value)
+
+
+def _key_prefix(value: object) -> str | None:
+    return checked_text("key_prefix", value)
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -89,17 +129,18 @@ class ExecutionFilter:
     ``status`` and ``outcome`` one name or several (any of them); naive datetimes are UTC; the
     time bounds are exclusive. ``actor_id`` needs ``tenant`` and ``actor_type``."""
 
-    tenant: str | None = None
+    tenant: str | None = attrs.field(default=None, converter=_tenant)
     actor_type: str | None = attrs.field(default=None, converter=_name_of)
-    actor_id: str | None = None
-    workflow: str | None = None
+    actor_id: str | None = attrs.field(default=None, converter=_actor_id)
+    #: the member's name (``Job``), or with its actor type as ``counts`` prints it (``Desk.Job``)
+    workflow: str | None = attrs.field(default=None, converter=_workflow)
     status: tuple[str, ...] = attrs.field(default=(), converter=_statuses)
     outcome: tuple[str, ...] = attrs.field(default=(), converter=_outcomes)
     started_after: datetime | None = attrs.field(default=None, converter=_utc)
     started_before: datetime | None = attrs.field(default=None, converter=_utc)
     finished_after: datetime | None = attrs.field(default=None, converter=_utc)
     finished_before: datetime | None = attrs.field(default=None, converter=_utc)
-    key_prefix: str | None = None
+    key_prefix: str | None = attrs.field(default=None, converter=_key_prefix)
 
     @classmethod
     def of(cls, where: ExecutionFilter | None = None, **criteria: Any) -> ExecutionFilter:
@@ -132,13 +173,14 @@ class ExecutionFilter:
         exact: list[tuple[LiteralString, LiteralString, str | None]] = [
             ("tenant", "tenant = %(tenant)s", self.tenant),
             ("actor_type", "actor_type = %(actor_type)s", self.actor_type),
-            ("workflow", "workflow = %(workflow)s", self.workflow),
             ("key_prefix", "starts_with(key, %(key_prefix)s)", self.key_prefix),
         ]
         for name, condition, value in exact:
             if value is not None:
                 parts.append(condition)
                 params[name] = value
+        if self.workflow is not None:
+            parts.append(self._workflow_condition(params))
         if self.actor_id is not None and self.tenant is not None and self.actor_type is not None:
             parts.append("routing_key = %(rk)s AND actor_id = %(actor_id)s")
             params |= ActorRef(self.tenant, self.actor_type, self.actor_id).key_params()
@@ -161,6 +203,28 @@ class ExecutionFilter:
                 parts.append(condition)
                 params[name] = moment
         return (" AND ".join(parts) if parts else "true"), params
+
+    def _workflow_condition(self, params: dict[str, Any]) -> LiteralString:
+        """``workflow`` as a member's name, or spelt ``ActorType.Workflow`` as ``counts`` prints
+        it and ``workflows replay --workflow`` takes it. Names may hold dots themselves, so a
+        dotted spelling matches the member of that name and every split of it into an actor type
+        and a member (``a.b.C`` is ``a.b`` + ``C`` or ``a`` + ``b.C``)."""
+        name = self.workflow
+        assert name is not None
+        params["workflow"] = name
+        splits = [
+            (name[:i], name[i + 1 :])
+            for i, c in enumerate(name)
+            if c == "." and 0 < i < len(name) - 1 and self.actor_type in (None, name[:i])
+        ]
+        if not splits:
+            return "workflow = %(workflow)s"
+        params["workflow_types"] = [t for t, _ in splits]
+        params["workflow_names"] = [w for _, w in splits]
+        return (
+            "(workflow = %(workflow)s OR (actor_type, workflow) IN"
+            " (SELECT * FROM unnest(%(workflow_types)s::text[], %(workflow_names)s::text[])))"
+        )
 
 
 _STATUS_CONDITIONS: dict[str, LiteralString] = {
@@ -288,12 +352,17 @@ def encode_cursor(row: dict[str, Any]) -> str:
 
 
 def decode_cursor(text: str) -> tuple[datetime, int, str]:
+    """A page's cursor, checked as a filter's fields are: what the database could not compare
+    (an id with a NUL, a routing key past 64 bits) is ``InvalidInput`` here, not its error."""
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
         at, rk, eid = json.loads(raw)
-        return datetime.fromisoformat(at), int(rk), str(eid)
-    except (ValueError, TypeError) as exc:
+        moment, routing_key, execution_id = datetime.fromisoformat(at), int(rk), checked_text("cursor", eid)
+    except (ValueError, TypeError, InvalidInput) as exc:
         raise InvalidInput(f"{text[:40]!r} is not a cursor returned by a page of executions") from exc
+    if execution_id is None or not -(2**63) <= routing_key < 2**63:
+        raise InvalidInput(f"{text[:40]!r} is not a cursor returned by a page of executions")
+    return moment, routing_key, execution_id
 
 
 def _status(row: dict[str, Any]) -> str:
@@ -331,7 +400,7 @@ _COPIED = (
 )
 
 
-def _row(row: dict[str, Any]) -> ExecutionRow:
+def _row(row: dict[str, Any], *, relative: bool) -> ExecutionRow:
     pending = []
     if row["p_step"] is not None:
         pending.append(
@@ -346,6 +415,8 @@ def _row(row: dict[str, Any]) -> ExecutionRow:
             )
         )
     copied = {name: row[name] for name in _COPIED}
+    if row["status"] == "finished":  # a pause asked for while it ran is no pause once it finished
+        copied |= dict.fromkeys(("paused_at", "paused_by", "pause_reason"))
     return ExecutionRow(
         **copied,
         status=_status(row),
@@ -361,8 +432,8 @@ def _row(row: dict[str, Any]) -> ExecutionRow:
             pending=pending,
             timer_due_at=row["timer_due_at"],
             timer_parked=row["parked_reason"],
-            now=row["now"],
-            rest=Rest.of(row),
+            now=row["now"] if relative else None,
+            rest=Rest.of(copied),
         ),
     )
 
@@ -373,15 +444,18 @@ async def read_page(
     *,
     limit: int = DEFAULT_PAGE,
     after: str | None = None,
+    relative: bool = True,
 ) -> Page:
-    """One page of the executions ``where`` matches, newest first, after the cursor ``after``."""
+    """One page of the executions ``where`` matches, newest first, after the cursor ``after``.
+    ``relative`` false: each row's ``waiting`` gives times alone, not how far they are from now
+    (as JSON carries them)."""
     sql, params = page_query(where, limit=limit, after=after)
     cur = conn.cursor(row_factory=dict_row)
     await cur.execute(sql, params)
     rows = await cur.fetchall()
     more = len(rows) > limit
     rows = rows[:limit]
-    return Page([_row(r) for r in rows], encode_cursor(rows[-1]) if more else None)
+    return Page([_row(r, relative=relative) for r in rows], encode_cursor(rows[-1]) if more else None)
 
 
 async def iterate(

@@ -133,7 +133,7 @@ def _pending_of(step: StepView) -> Pending:
     )
 
 
-def _entry(step: StepView, now: datetime) -> Entry:
+def _entry(step: StepView, now: datetime | None) -> Entry:
     pending = None if step.exit is not None else pending_note(_pending_of(step), now, named=False)
     return Entry(
         step=str(StepKey(step.step, step.scope, step.occurrence)),
@@ -148,22 +148,24 @@ def _entry(step: StepView, now: datetime) -> Entry:
     )
 
 
-def _retry_note(view: ExecutionView) -> str | None:
+def _retry_note(view: ExecutionView, now: datetime | None) -> str | None:
     """A failed attempt whose next attempt is scheduled: what the timer is for."""
     for step in reversed(view.steps):
         data = step.exit.data if step.exit is not None and step.exit.ok else None
         if step.kind == "activity" and isinstance(data, dict) and isinstance(data.get("retry_at_ms"), int):
             at = datetime.fromtimestamp(data["retry_at_ms"] / 1000, UTC)
             key = StepKey(step.step, step.scope, step.occurrence)
-            return f"retrying activity {key} (attempt {step.attempt + 1}) at {when(at, view.now)}"
+            return f"retrying activity {key} (attempt {step.attempt + 1}) at {when(at, now)}"
     return None
 
 
 async def read_timeline(
-    conn: psycopg.AsyncConnection[Any], app: Declarations, eid: ExecutionId
+    conn: psycopg.AsyncConnection[Any], app: Declarations, eid: ExecutionId, *, relative: bool = True
 ) -> Timeline | None:
     """The timeline of ``eid``, or ``None`` when no such execution is stored. Read it in one
-    repeatable-read transaction for a consistent picture."""
+    repeatable-read transaction for a consistent picture. ``relative`` false: its notes
+    (``waiting``, what an entry waits for) give times alone, not how far they are from now, as
+    JSON carries them."""
     view = await read_execution(conn, app, eid)
     if view is None:
         return None
@@ -177,9 +179,11 @@ async def read_timeline(
         await cur.execute(_RUNS, {"rk": eid.owner.routing_key, "eid": str(eid)})
         runs = [RunEntry(**r) for r in await cur.fetchall()]
     status = view.status
+    finished = status == "finished"
     if view.status == "suspended" and view.blocked_reason is not None:
         status = "blocked"
     timer = view.timer
+    now = view.now if relative else None
     waiting = why(
         status=view.status,
         outcome=view.outcome,
@@ -190,11 +194,11 @@ async def read_timeline(
         pending=[_pending_of(s) for s in view.steps if s.exit is None],
         timer_due_at=timer.due_at if timer is not None else None,
         timer_parked=timer.parked_reason if timer is not None else None,
-        now=view.now,
+        now=now,
         rest=Rest.of(extra),
     )
     if waiting.startswith("resumes at"):
-        waiting = _retry_note(view) or waiting
+        waiting = _retry_note(view, now) or waiting
     return Timeline(
         execution_id=view.execution_id,
         owner=view.owner,
@@ -209,16 +213,18 @@ async def read_timeline(
         retried_by=extra["retried_by"],
         retries=list(extra["retries"]),
         view=view,
-        entries=[_entry(s, view.now) for s in view.steps],
+        entries=[_entry(s, now) for s in view.steps],
         run_number=extra["run_number"],
         runs=runs,
         deadline_at=extra["deadline_at"],
-        **{name: extra[name] for name in _RECORDED},
+        # a pause asked for while it ran is no pause once it finished
+        **{name: None if finished and name in _PAUSE else extra[name] for name in _RECORDED},
         failed_passes=extra["failed_passes"],
         pass_errors=list(extra["pass_errors"] or ()),
     )
 
 
+_PAUSE = ("paused_at", "paused_by", "pause_reason")
 _RECORDED = (
     "paused_at",
     "paused_by",
@@ -317,6 +323,8 @@ def render_timeline(t: Timeline) -> str:
 
 
 def timeline_json(t: Timeline) -> dict[str, Any]:
+    """The timeline as JSON-ready data: absolute times only, and no reading time (read it with
+    ``relative=False``), so two reads of an unchanged execution are the same document."""
     data = {f.name: jsonable(getattr(t, f.name)) for f in attrs.fields(Timeline) if f.name != "view"}
     view = jsonable(t.view)
     data |= {
@@ -332,7 +340,6 @@ def timeline_json(t: Timeline) -> dict[str, Any]:
             "parent_id",
         )
     }
-    data["now"] = iso_time(t.now)
     data["entries"] = []
     for e in t.entries:
         entry = jsonable(attrs.evolve(e, duration=None))

@@ -52,8 +52,9 @@ class Rest:
         return f"paused{by}{reason}"
 
 
-def pending_note(p: Pending, now: datetime, *, named: bool = True) -> str:
-    """What one pending step waits for; ``named`` adds which step it is."""
+def pending_note(p: Pending, now: datetime | None, *, named: bool = True) -> str:
+    """What one pending step waits for; ``named`` adds which step it is. ``now`` None: its
+    times without how far they are from now (``render.when``)."""
     step = f" ({p.step})" if named else ""
     if p.kind == "clock" and p.due_at is not None:
         return f"sleeping until {when(p.due_at, now)}{step}"
@@ -78,7 +79,7 @@ def why(  # noqa: PLR0911 -- one answer per situation, in the order an operator 
     pending: Sequence[Pending],
     timer_due_at: datetime | None,
     timer_parked: str | None,
-    now: datetime,
+    now: datetime | None,
     rest: Rest | None = None,
 ) -> str:
     if status == "finished":

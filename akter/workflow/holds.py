@@ -136,7 +136,9 @@ arm AS MATERIALIZED (
 SELECT (SELECT status FROM e) AS was, (SELECT count(*) FROM arm) > 0 AS armed"""
 
 # An unpause: the pause is cleared and the timer made due now (a paused execution is suspended
-# again, and resumed by the relay); one that needs attention waits for its resolution still.
+# again, and resumed by the relay); one that needs attention waits for its resolution still. A
+# finished execution a pause was asked for while it ran (it finished before it held) only loses
+# the pause: nothing of it goes on, and no reading shows it paused.
 UNPAUSE: LiteralString = """
 WITH e AS (
     SELECT status FROM actor_workflow_executions WHERE routing_key = %(rk)s AND execution_id = %(eid)s),
@@ -145,13 +147,12 @@ x AS (
        SET paused_at = NULL, paused_by = NULL, pause_reason = NULL,
            status = CASE WHEN status = 'paused' THEN 'suspended' ELSE status END,
            updated_at = akter_now()
-     WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND status <> 'finished'
-       AND paused_at IS NOT NULL
+     WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND paused_at IS NOT NULL
     RETURNING status),
 -- materialized: the arm runs for every row it selects, whatever the outer query reads of it
 arm AS MATERIALIZED (
     SELECT akter_wf_arm(%(rk)s, %(eid)s, %(bucket)s::smallint, NULL) FROM x
-     WHERE status <> 'needs_attention')
+     WHERE status NOT IN ('needs_attention', 'finished'))
 SELECT (SELECT status FROM e) AS was, (SELECT count(*) FROM arm) > 0 AS armed"""
 
 READ_ATTENTION: LiteralString = """
