@@ -31,7 +31,9 @@ knows the child's result schema, invariant 7)::
    the finished child's result (one query for every child it waits on) and copies it into the
    child step row, with its next write. A suspension re-checks for finished children under the
    row lock (``akter_wf_suspend_children``), so a finish never slips between the pass's read and
-   its suspension.
+   its suspension. Only the children a live branch awaits count there (``prefetch`` names them,
+   sql/024): a child started and not awaited yet, or awaited by a race's losing branch, lets its
+   parent rest (invariant 13), and a later await reads its result.
 
 The result is a ``returns.Result``: ``Success(output)``, or ``Failure`` of the child's declared
 error, ``Interrupted`` or a ``Defect`` — a child's failure never raises in the parent's body.
@@ -274,11 +276,13 @@ START: LiteralString = (
     " %(trace)s)"
 )
 
-# the suspension of an execution that has children (sql/016), same parameters as queries.SUSPEND
+# the suspension of an execution that has children (sql/016, sql/024): the parameters of
+# queries.SUSPEND and the children the pass's live branches await (``awaited``)
 SUSPEND: LiteralString = (
     "SELECT fenced, interrupt, unscanned FROM akter_wf_suspend_children("
     + _CHILD_ARGS
-    + ", %(due)s, %(abandon)s::text[], %(knows_interrupt)s, %(abandoned)s, %(notify_within)s)"
+    + ", %(due)s, %(abandon)s::text[], %(knows_interrupt)s, %(abandoned)s, %(notify_within)s,"
+    " %(awaited)s::text[])"
 )
 
 # the finished children among those a pass waits on: a point read by each child's routing key
@@ -307,9 +311,11 @@ def has_children(history: dict[StepKey, list[StepRow]]) -> bool:
 
 
 async def prefetch(pass_: Pass, needs: Sequence[object]) -> None:
-    """Read, in one query, which of the children the pass waits on have finished."""
+    """Read, in one query, which of the children the pass waits on have finished. Every child a
+    live branch awaits is a key of ``pass_.child_results`` (its result exit, None while it runs):
+    those, and only those, refuse the pass's suspension once finished (``SUSPEND``)."""
     waiting = [n for n in needs if isinstance(n, AwaitChildNeed)]
-    pass_.child_results = {}
+    pass_.child_results = dict.fromkeys((n.handle.execution_id for n in waiting), None)
     if not waiting:
         return
     eids = [ExecutionId.parse(n.handle.execution_id) for n in waiting]
@@ -318,7 +324,14 @@ async def prefetch(pass_: Pass, needs: Sequence[object]) -> None:
         await cur.execute(
             FINISHED, {"child_rks": [e.owner.routing_key for e in eids], "child_ids": [str(e) for e in eids]}
         )
-        pass_.child_results = {r["execution_id"]: bytes(r["result"]) for r in await cur.fetchall()}
+        for r in await cur.fetchall():
+            pass_.child_results[r["execution_id"]] = bytes(r["result"])
+
+
+def suspend_params(pass_: Pass) -> dict[str, Any]:
+    """``SUSPEND``'s own parameter: the children the pass's live branches await, as ``prefetch``
+    found them this round."""
+    return {"awaited": sorted(pass_.child_results)}
 
 
 async def serve(pass_: Pass, need: StartChildNeed | AwaitChildNeed) -> bool | None:

@@ -182,8 +182,8 @@ class Pass:
         #: attempts run and recorded in the driver, not written yet: (key, attempt, exit). The
         #: next fenced write settles them first, in its own statement when it can (sql/010)
         self.unsettled: list[tuple[StepKey, int, bytes]] = []
-        #: the results of the finished children the driver waits on, read once per round
-        self.child_results: dict[str, bytes] = {}
+        #: the children the driver waits on, read once per round: a result, or None while running
+        self.child_results: dict[str, bytes | None] = {}
         #: a pause is asked for: start nothing new, let what runs settle, then hold (holds.py)
         self.pausing = False
         #: an attempt whose outcome is unknown, left pending for a person (holds.py)
@@ -685,6 +685,7 @@ class Pass:
                 "knows_interrupt": self.interrupting,
                 "abandoned": ABANDONED_EXIT,
                 "notify_within": timedelta(milliseconds=NOTIFY_WITHIN_MS),
+                **children.suspend_params(self),
             },
         )
         if check["interrupt"]:
