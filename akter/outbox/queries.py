@@ -156,6 +156,9 @@ UPDATE akter_relay_buckets
    AND (owner = %(member)s OR owner IS NULL OR expires_at <= clock_timestamp())
 RETURNING bucket"""
 
+# A draining member leaves the member set first and its buckets one by one (``Ownership.hold``).
+RETIRE: LiteralString = "DELETE FROM akter_relay_members WHERE member_id = %(member)s"
+
 LEAVE: LiteralString = """
 WITH b AS (UPDATE akter_relay_buckets SET owner = NULL, expires_at = NULL WHERE owner = %(member)s)
 DELETE FROM akter_relay_members WHERE member_id = %(member)s"""

@@ -36,7 +36,9 @@ knows the child's result schema, invariant 7)::
    parent rest (invariant 13), and a later await reads its result.
 
 The result is a ``returns.Result``: ``Success(output)``, or ``Failure`` of the child's declared
-error, ``Interrupted`` or a ``Defect`` — a child's failure never raises in the parent's body.
+error, ``Interrupted`` or a ``Defect`` — a child's failure never raises in the parent's body. It
+is read as a client reads the child (``exits.execution_result``): an ``Interrupted`` names who
+asked and why, which the parent copies from the child's row into its record.
 
 **Lifetimes.** When a parent is interrupted, its finish interrupts (through its outbox) every
 child it started whose result it has not recorded, unless the child step was declared with
@@ -54,7 +56,7 @@ from typing import TYPE_CHECKING, Any, Generic, LiteralString, TypeVar, cast
 
 import attrs
 from psycopg.rows import dict_row
-from returns.result import Failure, Result, Success
+from returns.result import Result
 
 from akter import codec, telemetry
 from akter.actor.turn import Turn
@@ -253,12 +255,8 @@ def resolve(  # noqa: PLR0917 -- the driver's view of one child effect
     if last.exit is None:
         return AwaitChildNeed(effect.handle, key)
     step = effect.handle.step
-    outcome = exits.decode(last.exit, step.child.output, step.child.errors)
-    if isinstance(outcome, Ok):
-        return Ok(Success(outcome.value))
-    if not isinstance(outcome.error, Exception):  # pragma: no cover -- exits decode to Exceptions
-        raise CorruptRecord(f"child {key} recorded {type(outcome.error).__name__}")
-    return Ok(Failure(outcome.error))
+    # what a client reading the child gets: the interrupter was folded in when it was recorded
+    return Ok(exits.execution_result(last.exit, step.child.output, step.child.errors))
 
 
 # ---- the pass's side ------------------------------------------------------------------------
@@ -287,7 +285,7 @@ SUSPEND: LiteralString = (
 
 # the finished children among those a pass waits on: a point read by each child's routing key
 FINISHED: LiteralString = """
-SELECT c.execution_id, c.result
+SELECT c.execution_id, c.result, c.interrupted_by, c.interrupt_reason
   FROM unnest(%(child_rks)s::bigint[], %(child_ids)s::text[]) AS u(rk, eid)
   JOIN actor_workflow_executions c ON c.routing_key = u.rk AND c.execution_id = u.eid
  WHERE c.status = 'finished'"""
@@ -325,7 +323,20 @@ async def prefetch(pass_: Pass, needs: Sequence[object]) -> None:
             FINISHED, {"child_rks": [e.owner.routing_key for e in eids], "child_ids": [str(e) for e in eids]}
         )
         for r in await cur.fetchall():
-            pass_.child_results[r["execution_id"]] = bytes(r["result"])
+            pass_.child_results[r["execution_id"]] = _recorded(
+                bytes(r["result"]), r["interrupted_by"], r["interrupt_reason"]
+            )
+
+
+def _recorded(result: bytes, by: str | None, reason: str | None) -> bytes:
+    """The child's result as its parent records it: with who asked for its interrupt and why
+    (which the child's row keeps beside its result), so the parent's replays read what a
+    client reading the child reads (``exits.execution_result``)."""
+    if by is None and reason is None:
+        return result
+    exit_ = codec.decode_primitive(result)
+    folded = exits.with_interrupter(exit_, by, reason)
+    return result if folded == exit_ else codec.encode(folded)
 
 
 def suspend_params(pass_: Pass) -> dict[str, Any]:

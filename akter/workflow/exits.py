@@ -7,7 +7,10 @@ Stored (cattrs primitives, then ``codec.frame``)::
     {"error": {"type": name, "value": fields}}      a declared error, re-raised as itself
     {"defect": {"type": name, "message": text},     any other exception; ``retry_at_ms`` when
      "retry_at_ms": ms}                             another attempt follows at that time
-    {"interrupt": {}}                               the step or execution was interrupted
+    {"interrupt": {"by": key, "reason": text}}      the step or execution was interrupted;
+                                                    ``by`` and ``reason`` (each optional) say
+                                                    who asked and why, in a parent's record of
+                                                    an interrupted child
     {"winner": i}                                   a race: branch ``i`` won (it is replayed)
     {"abandoned": {}}                               a pending wait or clock of a branch that a
                                                     race or an all gave up; it resumes nothing
@@ -22,6 +25,13 @@ to its compensation.
 Decoding needs the declared types of the step (``Ok`` value type, error classes); anything that
 does not decode is ``CorruptRecord``, never a default (a changed schema is caught earlier by the
 manifest check).
+
+An execution's result is read in two places: by a client (``run.result()``, ``run.poll()``,
+``akter.workflow.run``) and by a parent that awaited it as a child (``akter.workflow.children``).
+Both read it through ``execution_result``, so both get the same ``Result``; an execution's
+record keeps who asked for its interrupt beside its result (``interrupted_by``,
+``interrupt_reason``), and ``with_interrupter`` folds them into the exit (a parent stores that in
+its child step, so its replays read them too).
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
+from returns.result import Failure, Result, Success
 
 from akter import codec, tagged
 from akter.errors import (
@@ -41,6 +52,7 @@ from akter.errors import (
     Interrupted,
     InvalidInput,
 )
+from akter.workflow.commands import interrupted_note
 
 
 @attrs.frozen
@@ -105,13 +117,58 @@ def decode(exit_: Any, as_type: Any, declared: Sequence[type[Exception]]) -> Out
             if name == "ActivityOutcomeUnknown":
                 return Raise(ActivityOutcomeUnknown(message))
             return Raise(Defect(message, error_type=name))
-        case {"interrupt": _}:
-            return Raise(Interrupted("interrupted"))
+        case {"interrupt": asked}:
+            return Raise(_interrupted(asked))
         case {"compensation_failed": {"original": original, "failures": list(failures)}}:
             body = None if original is None else decode(original, as_type, declared)
             error = body.error if isinstance(body, Raise) else None
             return Raise(CompensationFailed(error, tuple(str(f) for f in failures)))
     raise CorruptRecord(f"recorded exit {exit_!r:.200} has no known tag and shape")
+
+
+def _interrupted(asked: Any) -> Interrupted:
+    """An ``interrupt`` tag's body: who asked and why, when recorded (an execution's ``by`` and
+    ``reason`` folded in by ``with_interrupter``)."""
+    if not isinstance(asked, dict):
+        return Interrupted("interrupted")
+    by, reason = asked.get("by"), asked.get("reason")
+    if not (by is None or isinstance(by, str)) or not (reason is None or isinstance(reason, str)):
+        raise CorruptRecord(f"recorded interrupt {asked!r:.200} names who asked with something not text")
+    return Interrupted(interrupted_note(by, reason), by=by, reason=reason)
+
+
+def with_interrupter(exit_: Any, by: str | None, reason: str | None) -> Any:
+    """An execution's result exit with who asked for its interrupt (and why) folded into its
+    ``interrupt`` tag, also the one a ``compensation_failed`` ended with; any other exit as it is."""
+    if (by is None and reason is None) or not isinstance(exit_, dict):
+        return exit_
+    match exit_:
+        case {"interrupt": dict(asked)}:
+            named = {"by": by, "reason": reason}
+            return {**exit_, "interrupt": {**asked, **{k: v for k, v in named.items() if v is not None}}}
+        case {"compensation_failed": {"original": dict(original)} as failed}:
+            folded = {**failed, "original": with_interrupter(original, by, reason)}
+            return {**exit_, "compensation_failed": folded}
+    return exit_
+
+
+def execution_result(
+    exit_: Any,
+    output: Any,
+    errors: Sequence[type[Exception]],
+    by: str | None = None,
+    reason: str | None = None,
+) -> Result[Any, Exception]:
+    """An execution's result exit as its readers get it: ``Success(output)``, or ``Failure`` of
+    a declared error, ``Interrupted`` (with ``by`` and ``reason``, from the execution's record
+    or folded into the exit already), ``CompensationFailed`` or a ``Defect``. The one reading of
+    a client's ``run.result()`` and a parent's ``child.result()``."""
+    outcome = decode(with_interrupter(exit_, by, reason), output, errors)
+    if isinstance(outcome, Ok):
+        return Success(outcome.value)
+    if not isinstance(outcome.error, Exception):  # pragma: no cover -- exits decode to Exceptions
+        raise CorruptRecord(f"a recorded result decodes to {type(outcome.error).__name__}")
+    return Failure(outcome.error)
 
 
 def is_abandoned(exit_: dict[str, Any]) -> bool:

@@ -40,6 +40,11 @@ other passes have ready at the same moment, in one round trip (``sql/023``). Not
 pass acts on the outcome before it is written: the next attempt's work starts only once that
 statement committed.
 
+**Drains.** While the relay drains (``runner.stopping``), a pass starts nothing new, lets its
+attempts in flight finish (a race's loser is given up as usual), then writes their outcomes and
+makes the execution's timer due now in one fenced transaction (``_hand_off``): the next owner of
+the bucket resumes it at once. A body that finished meanwhile is finished, not handed on.
+
 Every write is fenced by the activation's generation; a ``Stale`` fence ends the pass quietly.
 """
 
@@ -63,6 +68,7 @@ from akter.errors import (
     InvalidInput,
 )
 from akter.ids import ActorRef, ExecutionId
+from akter.outbox import queries as outbox_queries
 from akter.outbox.intents import decode_caller
 from akter.workflow import (
     activity,
@@ -126,6 +132,17 @@ class Stale(BaseException):
     ``BaseException`` so that no ``except Exception`` between the fenced write and ``Pass.run``
     (an attempt's handler of the activity's own errors, a loop that logs and goes on) can take it
     for a failure; only ``Pass.run`` catches it, and abandons the pass quietly."""
+
+
+def _settle_params(settles: list[tuple[StepKey, int, bytes]]) -> dict[str, Any]:
+    """The parallel arrays of attempts to settle, as the statements that settle take them."""
+    return {
+        "steps": [k.step for k, _, _ in settles],
+        "scopes": [k.scope for k, _, _ in settles],
+        "occurrences": [k.occurrence for k, _, _ in settles],
+        "attempts": [a for _, a, _ in settles],
+        "exits": [e for _, _, e in settles],
+    }
 
 
 def _row(r: dict[str, Any]) -> StepRow:
@@ -226,14 +243,7 @@ class Pass:
         """A fenced write that settles the attempts run so far (``carry``, or all not written
         yet) in the same statement. Should it not complete, they are left to the next write."""
         settles = self._take_unsettled() if carry is None else carry
-        params = {
-            **extra,
-            "steps": [k.step for k, _, _ in settles],
-            "scopes": [k.scope for k, _, _ in settles],
-            "occurrences": [k.occurrence for k, _, _ in settles],
-            "attempts": [a for _, a, _ in settles],
-            "exits": [e for _, _, e in settles],
-        }
+        params = {**extra, **_settle_params(settles)}
         try:
             return await self._fenced_now(sql, params)
         except BaseException:
@@ -382,7 +392,7 @@ class Pass:
         due = datetime.fromtimestamp(self.now_ms() / 1000, tz=UTC) + self.runner.recheck
         await self._fenced_now(queries.LEAVE_BLOCKED, {"reason": reason, "due": due})
 
-    async def _drive(self, workflow: Workflow[Any, Any]) -> None:  # noqa: PLR0912 -- the pass's states, in order
+    async def _drive(self, workflow: Workflow[Any, Any]) -> None:  # noqa: PLR0912, PLR0915 -- the pass's states, in order
         driver = self._driver()
         backoff = 0.0
         refused_at = -1
@@ -408,6 +418,10 @@ class Pass:
                 await self._settle_draining()
                 await self._finish(workflow, driver.final)
                 return
+            if self.runner.stopping:  # the relay drains: nothing new starts
+                if await self._drained(needs):
+                    return
+                continue
             progressed = False
             parked: list[int] = []
             wanted: set[StepKey] = set()
@@ -698,6 +712,43 @@ class Pass:
         if self.failed:  # a pass that ended well: failures are counted in a row (holds.py)
             await self._fenced_now(holds.RESET_FAILURES)
             self.failed = 0
+        return True
+
+    async def _drained(self, needs: list[Need]) -> bool:
+        """One round of a drain: True once the execution is handed on; False while attempts
+        in flight still run (the pass waited for one)."""
+        wanted = {need.key for need in needs if isinstance(need, RunActivity)}
+        for key in [k for k in self.inflight if k not in wanted]:
+            self._give_up(key)  # a race's loser, as in any round
+        if self.inflight:
+            await self._await_progress(None)
+            return False
+        await self._hand_off()
+        return True
+
+    async def _hand_off(self) -> None:
+        """The relay drains: write the outcomes of the attempts that ran and make the timer due
+        now, under the fence in one transaction, so whichever process owns the bucket next
+        resumes the execution at once instead of after its recovery timer."""
+        await self._settle_draining()
+        settles = self._take_unsettled()
+        try:
+            fenced = await self._settle_and_arm_now(settles)
+        except BaseException:
+            self.unsettled[:0] = settles  # settling twice is harmless: only an open row settles
+            raise
+        if not fenced:
+            raise Stale(f"generation {self.generation} of {self.ref} no longer holds")
+        log.info("execution handed on by the relay's drain", extra=logs.fields(execution=self.eid))
+
+    async def _settle_and_arm_now(self, settles: list[tuple[StepKey, int, bytes]]) -> bool:
+        async with self.sender.pool.connection() as conn, conn.transaction():
+            cur = await conn.execute(queries.SETTLE_STEPS, {**self.params, **_settle_params(settles)})
+            row = await cur.fetchone()
+            if row is None or not row[0]:
+                return False  # the fence's lock went with a newer generation: nothing written
+            await conn.execute(queries.OFFER_NOW, self.params)
+            await conn.execute(outbox_queries.NOTIFY, {"bucket_text": str(self.ref.bucket)})
         return True
 
     async def _hold(self) -> bool:

@@ -23,21 +23,20 @@ import attrs
 import psycopg
 import psycopg_pool
 from psycopg.rows import dict_row
-from returns.result import Failure, Result, Success
+from returns.result import Result
 
 from akter import codec
 from akter.actor.client import ActorHandle, Client, SyncActorHandle, SyncClient
 from akter.actor.declare import Actor
 from akter.actor.joined import JoinedSender, check_connection
 from akter.callers import Anonymous, Caller
-from akter.errors import CorruptRecord, Interrupted, InvalidExecutionId, InvalidInput
+from akter.errors import CorruptRecord, InvalidExecutionId, InvalidInput
 from akter.ids import ActorRef, CommandId, ExecutionId, check_execution_key
 from akter.store.listener import Noted
 from akter.store.sqlstate import is_connection_lost
 from akter.workflow import exits, prefix, queries
-from akter.workflow.commands import Interrupt, decode_interrupter, interrupted_note, parse_for
+from akter.workflow.commands import Interrupt, decode_interrupter, parse_for
 from akter.workflow.declare import Workflow
-from akter.workflow.exits import Ok
 from akter.workflow.schedule_admin import Schedules, SyncSchedules
 
 if TYPE_CHECKING:
@@ -83,19 +82,12 @@ class Status:
         return self.status == "finished"
 
 
-def decode_result(workflow: Workflow[Any, Any], data: bytes) -> Result[Any, Exception]:
-    outcome = exits.decode(codec.decode_primitive(data), workflow.output, workflow.errors)
-    if isinstance(outcome, Ok):
-        return Success(outcome.value)
-    error = outcome.error
-    if not isinstance(error, Exception):  # exits decode to akter errors or declared ones only
-        raise CorruptRecord(f"recorded result of {workflow!r} decodes to {type(error).__name__}")
-    return Failure(error)
-
-
-def interrupted(by: str | None, reason: str | None) -> Interrupted:
-    """The ``Interrupted`` of an execution's result, with who asked and why when recorded."""
-    return Interrupted(interrupted_note(by, reason), by=by, reason=reason)
+def decode_result(
+    workflow: Workflow[Any, Any], data: bytes, by: str | None = None, reason: str | None = None
+) -> Result[Any, Exception]:
+    """The stored result of an execution of ``workflow``, read as a parent reads its child's
+    (``exits.execution_result``): its ``Interrupted`` names who asked (``by``) and why."""
+    return exits.execution_result(codec.decode_primitive(data), workflow.output, workflow.errors, by, reason)
 
 
 class Run(Generic[O]):
@@ -138,9 +130,10 @@ class Run(Generic[O]):
         row = await cur.fetchone()
         if row is None:
             raise InvalidExecutionId(f"no execution {self.execution_id} exists")
-        result = None if row["result"] is None else decode_result(self.workflow, bytes(row["result"]))
-        if result is not None and row["outcome"] == "interrupted":
-            result = Failure(interrupted(row["interrupted_by"], row["interrupt_reason"]))
+        result = None
+        if row["result"] is not None:
+            data = bytes(row["result"])
+            result = decode_result(self.workflow, data, row["interrupted_by"], row["interrupt_reason"])
         self._run_read = int(row["run_number"])
         return Status(
             row["status"],

@@ -14,6 +14,15 @@ A resume for an execution whose pass is already running wakes that pass (a new e
 interrupt) instead of starting a second one; if it arrives as the pass is ending, the pass is
 run again, so no wake-up is lost.
 
+When its relay drains (``relay.stop()``: a ``DrainingPlugin``), the runner takes no new work:
+``owns`` answers no, so a turn committed in this process arms its execution's timer due now for
+the next owner instead of handing it here. Every running pass starts no new attempt, lets its
+attempts in flight finish, writes their outcomes and makes its execution's timer due now
+(``Pass._hand_off``), so whichever process owns the bucket next resumes it at once; the relay
+keeps the buckets of the actors whose passes still run (``holding``) and releases each as they
+end. A pass the drain timeout cuts short is cancelled: its attempts stay pending and its
+recovery timer resumes it, as after a crash.
+
 The runner also does retention of finished executions (and their steps) older than the
 deployment's ``workflow_retention`` (default 7 days, never less than the retry window) in the
 buckets this relay owns, in bounded batches. (Expired receipts are the relay's:
@@ -102,6 +111,8 @@ class WorkflowRunner:
         #: set (and replaced) whenever a turn hands this runner a newer generation of an actor
         self._newer = asyncio.Event()
         self._claimed = False
+        #: the relay drains: no new work, running passes hand their executions on
+        self.stopping = False
 
     def claim(self) -> WorkflowRunner:
         """The runner for a relay about to start: this one, or — while another relay of the App
@@ -137,10 +148,38 @@ class WorkflowRunner:
         return workflows_of(actor).get(name)
 
     def owns(self, ref: ActorRef) -> bool:
+        """Whether this runner takes new work of ``ref`` (a turn hands it its execution): it
+        owns the bucket and its relay does not drain."""
+        return not self.stopping and self._holds(ref)
+
+    def _holds(self, ref: ActorRef) -> bool:
         return self._relay is not None and ref.bucket in self._relay.owned()
+
+    # --- draining (``akter.outbox.relay.DrainingPlugin``) ---
+
+    def drain(self) -> None:
+        """Take no new work; every running pass hands its execution on at its next step
+        boundary, once its attempts in flight finished."""
+        self.stopping = True
+        for p in self._passes.values():
+            p.wake.set()
+        self._wake_between_passes()
+
+    async def drained(self) -> None:
+        """Return once no pass runs any more."""
+        await self._quiet.wait()
+
+    def holding(self) -> frozenset[int]:
+        """The buckets of the actors whose passes still run."""
+        return frozenset(ref.bucket for ref in self._running)
+
+    def in_flight(self) -> dict[str, int]:
+        attempts = sum(len(p.inflight) + len(p.draining) for p in self._passes.values())
+        return {"passes": len(self._tasks), "attempts": attempts}
 
     async def run(self, relay: Relay) -> None:
         self._relay = relay
+        self.stopping = False  # the App's runner serves its next relay after a drain
         self.hook.runners.append(self)
         try:
             rounds = 0
@@ -152,6 +191,13 @@ class WorkflowRunner:
                 await asyncio.sleep(self.refresh_every.total_seconds())
         finally:
             self.hook.runners.remove(self)
+            for p in self._passes.values():
+                for key in [*p.inflight, *p.draining]:
+                    log.warning(
+                        "activity attempt abandoned with its pass; it runs again when its recovery"
+                        " timer resumes the execution",
+                        extra=logs.fields(execution=p.eid, step=key),
+                    )
             for task in list(self._tasks):
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -266,9 +312,10 @@ class WorkflowRunner:
                     except Exception:  # the count is a guard; its failure must not end the runner
                         log.exception("could not count the failed pass of %s", key)
                 return
-            if p.stale and self.owns(ref) and await self._newer_generation(ref, p.generation, key):
+            # a drain still runs a pass asked for meanwhile: it hands its execution on at once
+            if p.stale and self._holds(ref) and await self._newer_generation(ref, p.generation, key):
                 continue  # a turn took a newer generation for this runner meanwhile: run under it
-            if key not in self._rerun or not self.owns(ref):
+            if key not in self._rerun or not self._holds(ref):
                 return
 
     async def _failed(self, ref: ActorRef, eid: ExecutionId, exc: Exception) -> None:

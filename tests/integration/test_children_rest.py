@@ -1,4 +1,5 @@
-"""A parent rests while a child it no longer awaits finishes.
+"""A parent rests while a child it no longer awaits finishes; it reads an interrupted child as a
+client reads it.
 
 A child that no branch awaits (started and not awaited yet, or awaited by a race's losing
 branch) keeps nothing awake when it finishes (invariant 13): its parent suspends, the relay goes
@@ -79,6 +80,20 @@ async def pair(wf: akter.WorkflowContext, line: Line) -> str:
     return f"{await slow.result()}"
 
 
+# a child awaited, its outcome kept over a nap: the last pass reads it from the parent's record
+Kept = Foreman.workflow("Kept", input=Line, output=str)
+kept_line = Kept.child("line", Fulfil)
+kept_nap = Kept.sleep("nap")
+
+
+@Kept.body
+async def kept(wf: akter.WorkflowContext, line: Line) -> str:
+    child = await kept_line.start(line.warehouse, line)
+    outcome = await child.result()
+    await kept_nap(timedelta(seconds=30))
+    return f"{child.execution_id}: {outcome}"
+
+
 @pytest.fixture
 async def env(database_url: str) -> AsyncIterator[tuple[akter.App, Any, Any]]:
     app = akter.App([Foreman, Warehouse], database_url=database_url)
@@ -151,3 +166,34 @@ async def test_a_finished_child_not_awaited_lets_its_parent_wait_for_the_one_it_
     await client.actor(Warehouse, "w-c", tenant="acme").send(family.release, Release("c"))
     assert await run.result(timeout=60) == Success("<Success: Shipped(sku='c', by='Anonymous()')>")
     assert family.PICKS == {"c-quick": 1, "c": 1}
+
+
+async def test_a_parent_reads_an_interrupted_child_as_a_client_reads_it(
+    env: Any, peek: Peek, clock: testing.Clock
+) -> None:
+    app, relay, client = env
+    run = await client.actor(Foreman, "f-4", tenant="acme").start(Kept, Line("d", "w-d", mode="hold"))
+    kids = await until(
+        lambda: children_of(peek, run.execution_id), lambda k: k == [("w-d", "suspended", None)]
+    )
+    assert kids
+    child_id = await peek.value(
+        "SELECT child_id FROM actor_workflow_step WHERE execution_id = %s", run.execution_id
+    )
+    ann = client.actor(Warehouse, "w-d", tenant="acme", caller=akter.User("ann"))
+    await ann.run(Fulfil, child_id).interrupt(reason="stock count")
+    read = await client.run(Fulfil, child_id, tenant="acme").result(timeout=60)
+    error = read.failure()
+    assert isinstance(error, akter.Interrupted)
+    assert (error.by, error.reason, str(error)) == (
+        "user:ann",
+        "stock count",
+        "interrupted by user:ann: stock count",
+    )
+    # the parent recorded the child's outcome, then sleeps; its last pass replays that record
+    recorded = "SELECT exit IS NOT NULL FROM actor_workflow_step WHERE execution_id = %s AND kind = 'child'"
+    await until(lambda: peek.value(recorded, run.execution_id), bool)
+    await quiet(app, relay)
+    await clock.advance(timedelta(seconds=31))
+    assert await run.result(timeout=60) == Success(f"{child_id}: {read}")
+    assert f"{read}" == "<Failure: interrupted by user:ann: stock count>"
