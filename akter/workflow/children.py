@@ -40,6 +40,9 @@ error, ``Interrupted`` or a ``Defect`` — a child's failure never raises in the
 is read as a client reads the child (``exits.execution_result``): an ``Interrupted`` names who
 asked and why, which the parent copies from the child's row into its record.
 
+A workflow declared with ``key=`` is refused as a child (``DeclarationError``): a child's key is
+derived from its parent's start, and a key that is silently not applied deduplicates nothing.
+
 **Lifetimes.** When a parent is interrupted, its finish interrupts (through its outbox) every
 child it started whose result it has not recorded, unless the child step was declared with
 ``on_parent_interrupt="run_on"``. A child that finishes after its parent resumes nothing.
@@ -135,6 +138,15 @@ def declare(
         problems.append(f"{child!r} is not a workflow member")
     if on_parent_interrupt not in POLICIES:
         problems.append(f"on_parent_interrupt is one of {POLICIES}, got {on_parent_interrupt!r}")
+    if isinstance(child, Workflow) and child.key is not None:
+        # a keyed start attaches to the execution its key names, which another parent or a
+        # client may have started: one child would then serve two parents, and the second
+        # would wait for a finish that never resumes it. The key a child runs under is derived.
+        problems.append(
+            f"{child!r} declares key=, which a child cannot apply (a child's key is derived from "
+            "its parent's start); declare a workflow without key= for children, or send the keyed "
+            "start from an activity"
+        )
     if problems:
         raise DeclarationError(f"child {workflow.name}.{name}", problems)
     step: ChildStep[O] = ChildStep(

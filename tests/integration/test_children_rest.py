@@ -1,5 +1,5 @@
 """A parent rests while a child it no longer awaits finishes; it reads an interrupted child as a
-client reads it.
+client reads it; a keyed workflow is refused as a child.
 
 A child that no branch awaits (started and not awaited yet, or awaited by a race's losing
 branch) keeps nothing awake when it finishes (invariant 13): its parent suspends, the relay goes
@@ -197,3 +197,17 @@ async def test_a_parent_reads_an_interrupted_child_as_a_client_reads_it(
     await clock.advance(timedelta(seconds=31))
     assert await run.result(timeout=60) == Success(f"{child_id}: {read}")
     assert f"{read}" == "<Failure: interrupted by user:ann: stock count>"
+
+
+def test_a_workflow_with_a_key_is_refused_as_a_child() -> None:
+    desk = akter.Actor("KeyedDesk", state=Stock)
+    keyed = desk.workflow("Keyed", input=Line, output=str, key=lambda line: line.sku)
+    parent = desk.workflow("Parent", input=Line, output=str)
+    with pytest.raises(akter.DeclarationError) as refused:
+        parent.child("keyed", keyed)
+    assert refused.value.problems == [
+        "<workflow KeyedDesk.Keyed> declares key=, which a child cannot apply (a child's key is derived "
+        "from its parent's start); declare a workflow without key= for children, or send the keyed start "
+        "from an activity"
+    ]
+    assert "keyed" not in parent.steps
