@@ -2,14 +2,22 @@
 
 It waits for PostgreSQL with backoff (invariant 12), applies the migrations, runs the deploy
 check (``akter.workflow.check``) and refuses to start, exit 1 with the check's report, when this
-code cannot replay every open execution or would misread stored data; then it runs
-``akter.outbox.relay.Relay`` until asked to stop, and drains.
+code cannot replay every open execution or would misread stored data; then it runs the App's
+relay (``App.relay``, the same relay, gauges and drain as in process) until asked to stop.
+
+The first SIGTERM or SIGINT drains (``Relay.stop``): no new claims or attempts, the work in
+flight finishes and is recorded, the buckets go to the other relays at once, exit 0 — also when
+``--drain-timeout`` ran out first (what was still running is abandoned and recovered by its
+leases, as a Temporal worker's graceful stop timeout cancels its activities and stops cleanly).
+A second signal forces the stop at once, with the same abandonment, and exits 128 + the signal's
+number, as a process killed by that signal would.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 import threading
@@ -95,6 +103,14 @@ def _seconds(value: float) -> timedelta:
     help="Failed deliveries before an intent is parked for an operator (AKTER_RELAY_MAX_ATTEMPTS).",
 )
 @click.option(
+    "--drain-timeout",
+    envvar="AKTER_RELAY_DRAIN_TIMEOUT",
+    type=click.FloatRange(min=0),
+    default=25.0,
+    show_default=True,
+    help="Seconds a SIGTERM lets work in flight finish before abandoning it (AKTER_RELAY_DRAIN_TIMEOUT).",
+)
+@click.option(
     "--no-notifications",
     is_flag=True,
     envvar="AKTER_RELAY_NO_NOTIFICATIONS",
@@ -119,14 +135,16 @@ def relay(
     heartbeat: float,
     ownership_lease: float,
     max_attempts: int,
+    drain_timeout: float,
     no_notifications: bool,
     log_format: str,
 ) -> None:
     """Run the relay for APP (module:attribute naming an akter.App) until SIGTERM or SIGINT.
 
     Claims due outbox rows of the buckets this process owns and delivers them as turns. Any
-    number of relay processes may share one database. On SIGTERM it stops claiming, lets
-    deliveries in flight finish, releases its buckets and exits 0."""
+    number of relay processes may share one database. On SIGTERM it drains: it stops claiming,
+    lets deliveries, workflow passes and activity attempts in flight finish and records them (at
+    most --drain-timeout), releases its buckets and exits 0. A second signal stops it at once."""
     from akter.outbox.relay import RelaySettings
 
     logs.configure(fmt=log_format)
@@ -140,6 +158,7 @@ def relay(
             ownership_lease=_seconds(ownership_lease),
             max_attempts=max_attempts,
             notifications=not no_notifications,
+            drain_timeout=_seconds(drain_timeout),
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
@@ -181,14 +200,35 @@ async def _open_when_reachable(app: Any, stop: asyncio.Event) -> Any:
     return None  # pragma: no cover -- the loop above never ends without returning or raising
 
 
-async def _run_relay(app: Any, settings: Any) -> int:
-    from akter.outbox.relay import Relay
+class _Signals:
+    """SIGTERM and SIGINT: the first asks for a drain (``stop``), a second forces the relay."""
 
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    if threading.current_thread() is threading.main_thread():  # not when embedded in a test's thread
+    def __init__(self) -> None:
+        self.stop = asyncio.Event()
+        self.relay: Any = None
+        #: the signal that forced the stop, if one did
+        self.forced: int | None = None
+
+    def install(self, loop: asyncio.AbstractEventLoop) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # not when embedded in a test's thread
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, self.received, sig)
+
+    def received(self, sig: int) -> None:
+        if not self.stop.is_set():
+            self.stop.set()
+            return
+        if self.relay is not None and self.forced is None:
+            log.warning("second %s: stopping now; the work in flight is abandoned", signal.Signals(sig).name)
+            self.forced = sig
+            self.relay.force()
+
+
+async def _run_relay(app: Any, settings: Any) -> int:
+    signals = _Signals()
+    signals.install(asyncio.get_running_loop())
+    stop = signals.stop
     try:
         opening = asyncio.ensure_future(_open_when_reachable(app, stop))
         stopping = asyncio.ensure_future(stop.wait())
@@ -216,20 +256,31 @@ async def _run_relay(app: Any, settings: Any) -> int:
     if refused := await _workflow_check(app, engine):
         await app.close()
         return refused
-    relay = Relay(engine.sender, settings, plugins=app.plugins_for_relay())
     code = EXIT_OK
+    abandoned = False
     try:
-        await relay.start()
-        waiter = asyncio.ensure_future(stop.wait())
-        failed = asyncio.ensure_future(relay.wait())
-        done, _ = await asyncio.wait([waiter, failed], return_when=asyncio.FIRST_COMPLETED)
-        waiter.cancel()
-        if failed in done and failed.exception() is not None:
-            code = EXIT_FAILURE
-        failed.cancel()
+        # the App's own relay: the gauges, plugins and drain of ``app.relay()``, one code path
+        async with app.relay(settings) as relay:
+            signals.relay = relay
+            waiter = asyncio.ensure_future(stop.wait())
+            failed = asyncio.ensure_future(relay.wait())
+            done, _ = await asyncio.wait([waiter, failed], return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+            if failed in done and failed.exception() is not None:
+                code = EXIT_FAILURE
+            failed.cancel()
+        abandoned = relay.abandoned
     finally:
-        await relay.stop()
         await app.close()
+    if signals.forced is not None:
+        code = 128 + signals.forced
+    if abandoned and threading.current_thread() is threading.main_thread():
+        # An abandoned synchronous activity still runs in a worker thread, which the interpreter
+        # would wait for at exit: the drain is over, so leave without it.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     return code
 
 

@@ -23,6 +23,11 @@ claiming in its buckets when its own lease would have run out (measured locally,
 renewal was sent), so two members never both believe they own a bucket for longer than the
 clocks' drift.
 
+A draining member (``hold``, while ``relay.stop()`` lets work in flight finish) deletes its
+member row, so the others' assignment no longer counts it and they take every bucket it
+releases at their next tick, and it renews only the buckets its remaining work needs,
+releasing each as that work ends; ``leave`` then releases the rest.
+
 Ownership is a hint for efficiency (invariant 1): outbox deliveries are safe without it (claims
 and receipts), and workflow activations are fenced by generations.
 """
@@ -97,6 +102,23 @@ class Ownership:
         if members != self.members:
             await conn.execute(queries.FORGET_MEMBERS)
         self.members = members
+        self.owned = owned
+        self.valid_until = started + self.lease_ms / 1000
+        return owned
+
+    async def hold(self, conn: psycopg.AsyncConnection[Any], keep: frozenset[int]) -> frozenset[int]:
+        """The tick of a draining member: out of the member set, release every owned bucket
+        but ``keep`` and renew those; returns the buckets still owned. It takes none."""
+        started = time.monotonic()
+        keep = keep & self.owned
+        params: dict[str, Any] = {"member": self.member, "lease_ms": self.lease_ms}
+        await conn.execute(queries.RETIRE, params)
+        await conn.execute(queries.RELEASE, {**params, "keep": sorted(keep)})
+        taken = await (await conn.execute(queries.ACQUIRE, {**params, "want": sorted(keep)})).fetchall()
+        owned = frozenset(r[0] for r in taken)
+        if owned != self.owned:
+            log.info("ownership member=%s draining owned=%d", self.member, len(owned))
+        self.members = ()
         self.owned = owned
         self.valid_until = started + self.lease_ms / 1000
         return owned

@@ -22,6 +22,14 @@ a workflow resume is an internal command delivered like any other intent.
 It also runs *retention* for its owned buckets: expired receipts are deleted in bounded batches
 (``retention.py``), so an App without workflows prunes them too.
 
+Stopping is a *drain* (``stop()``): the dispatcher claims nothing more; the deliveries in flight
+and the rows already claimed are delivered; plugins that can drain (``DrainingPlugin``: the
+workflow runner) start nothing new, let what runs finish and record it, and hand their work on.
+Meanwhile this process leaves the member set, so the others take every bucket it releases, and
+it keeps (renews) only the buckets its remaining work needs (``Ownership.hold``), releasing each
+as that work ends. ``drain_timeout`` bounds the drain, and ``force()`` cuts it short; what is
+still running then is abandoned, as after a crash, and recovered by its leases.
+
 A lost database is an ordinary event (invariant 12), and so is a lock or statement timeout: every
 background statement goes through ``akter.store.background.persist``, which classifies the error
 once (``akter.store.sqlstate.classify``), logs it (a bug with its traceback) and backs off with
@@ -44,7 +52,7 @@ import socket
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import attrs
 import psycopg
@@ -77,7 +85,10 @@ class RelaySettings:
     see ``ownership.py``. ``backoff_base`` / ``backoff_cap``: a failed delivery is retried after
     ``min(base * 2 ** (attempts - 1), cap)``. ``max_attempts``: a row whose delivery failed this
     many times is parked for an operator instead of retried (10 attempts take about 8.5 minutes
-    of back-off with the defaults); see ``delivery.park_reason``."""
+    of back-off with the defaults); see ``delivery.park_reason``. ``drain_timeout``: how long
+    ``stop()`` lets deliveries, workflow passes and activity attempts in flight finish before it
+    abandons them (25 s: under the 30 s a container platform waits before SIGKILL by default,
+    leaving time to release the buckets)."""
 
     concurrency: int = 8
     batch_size: int = 64
@@ -95,6 +106,7 @@ class RelaySettings:
     retention_batch: int = 1000
     #: the longest the listener waits on its connection before it checks it and looks up
     listen_timeout: timedelta = timedelta(seconds=5)
+    drain_timeout: timedelta = timedelta(seconds=25)
 
     def __attrs_post_init__(self) -> None:
         problems = []
@@ -113,6 +125,8 @@ class RelaySettings:
         problems.extend(
             f"{name} must be positive" for name in durations if getattr(self, name) <= timedelta(0)
         )
+        if self.drain_timeout < timedelta(0):
+            problems.append("drain_timeout must not be negative")
         if self.heartbeat * 2 >= self.ownership_lease:
             problems.append("heartbeat must be under half the ownership_lease, or leases lapse between beats")
         if problems:
@@ -129,6 +143,25 @@ class RelayPlugin(Protocol):
 
     async def run(self, relay: Relay) -> None:
         """Run until cancelled; read ``relay.owned()`` for the buckets this process owns."""
+
+
+@runtime_checkable
+class DrainingPlugin(RelayPlugin, Protocol):
+    """A plugin whose work in flight a drain lets finish (the workflow runner): the relay calls
+    ``drain()`` when ``stop()`` begins, keeps the buckets ``holding()`` names while
+    ``drained()`` has not returned, and cancels ``run`` after it (or after the drain timeout)."""
+
+    def drain(self) -> None:
+        """Start nothing new; let what runs finish, record it and hand it on."""
+
+    async def drained(self) -> None:
+        """Return once nothing this plugin started is running any more."""
+
+    def holding(self) -> frozenset[int]:
+        """The buckets the work still running needs this process to keep owning."""
+
+    def in_flight(self) -> dict[str, int]:
+        """What runs now, counted by kind (``passes``, ``attempts``), for the relay's logs."""
 
 
 def _ms(delta: timedelta) -> int:
@@ -172,6 +205,12 @@ class Relay:
         self._failed = asyncio.Event()
         self._stop_lock = asyncio.Lock()
         self._stopped = False
+        #: ``force()``: the drain ends now, abandoning what still runs
+        self._forced = asyncio.Event()
+        #: cuts the ownership loop's sleep short (a drain releases the idle buckets at once)
+        self._beat = asyncio.Event()
+        #: the drain ended before everything in flight finished (timed out or forced)
+        self.abandoned = False
         #: deliveries this relay finished (acknowledged or backed off), for logs and benchmarks
         self.delivered = 0
         self.failed = 0
@@ -193,6 +232,10 @@ class Relay:
         spawn("retention", self._retention_loop)
         for plugin in self._plugins:
             spawn(f"plugin {type(plugin).__name__}", lambda p=plugin: p.run(self))  # type: ignore[misc]
+        # Back only once its member row is written, so a look for live relays right after
+        # (the explorer's, an operator's) sees this one. Bounded: a database gone at this moment
+        # is an ordinary event, and the heartbeat goes on trying in the background.
+        await _wait_any(self._owned_once, self._failed, self.settings.ownership_lease.total_seconds())
 
     def owned(self) -> frozenset[int]:
         """The buckets this process may deliver in (and, later, run workflows of) right now."""
@@ -218,10 +261,20 @@ class Relay:
             for plugin in busy:
                 await plugin.idle()  # type: ignore[attr-defined]
 
+    def in_flight(self) -> dict[str, int]:
+        """What this relay runs now: ``deliveries`` (claimed rows included), and what its
+        draining plugins count (the workflow runner: ``passes`` and activity ``attempts``)."""
+        counts = {"deliveries": len(self._in_flight) + len(self._queue)}
+        for plugin in self._draining_plugins():
+            for kind, n in plugin.in_flight().items():
+                counts[kind] = counts.get(kind, 0) + n
+        return counts
+
     async def stop(self) -> None:
-        """Drain: stop claiming, let deliveries in flight finish, then cancel every task, release
-        the buckets and close the relay's connections — also after a loop failed. Calling it
-        again (or concurrently) waits for the first call and does nothing more."""
+        """Drain: stop claiming, let deliveries, passes and attempts in flight finish (at most
+        ``drain_timeout``, or until ``force()``), then cancel every task, release the buckets
+        and close the relay's connections — also after a loop failed. Calling it again (or
+        concurrently) waits for the first call and does nothing more."""
         async with self._stop_lock:
             if self._stopped:
                 return
@@ -233,23 +286,71 @@ class Relay:
                 self._stopped = True
         log.info("relay stopped member=%s delivered=%d failed=%d", self.member, self.delivered, self.failed)
 
+    def force(self) -> None:
+        """End a drain now (a second SIGTERM): what still runs is abandoned, as after a crash,
+        and its leases recover it; ``stop()`` then releases the buckets and returns."""
+        self._forced.set()
+
+    def _draining_plugins(self) -> list[DrainingPlugin]:
+        return [p for p in self._plugins if isinstance(p, DrainingPlugin)]
+
+    def _holding(self) -> frozenset[int]:
+        """The buckets a drain keeps: those the plugins' remaining work needs."""
+        return frozenset().union(*(p.holding() for p in self._draining_plugins()))
+
     async def _drain(self) -> None:
+        counts = self.in_flight()
         log.info(
-            "relay draining member=%s in_flight=%d failed=%s",
+            "relay draining member=%s in_flight=%d %s drain_timeout=%s failed=%s",
             self.member,
-            len(self._in_flight),
+            counts["deliveries"] + counts.get("passes", 0),
+            " ".join(f"{kind}={n}" for kind, n in counts.items()),
+            self.settings.drain_timeout,
             self._failure is not None,
         )
         self._stopping.set()
         self._wake.set()
+        for plugin in self._draining_plugins():
+            plugin.drain()
+        self._beat.set()  # leave the member set and release the idle buckets now
         async with self._progress:
             self._progress.notify_all()
+        settled = asyncio.ensure_future(self._settle())
+        forced = asyncio.ensure_future(self._forced.wait())
+        try:
+            await asyncio.wait(
+                [settled, forced],
+                timeout=self.settings.drain_timeout.total_seconds(),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            forced.cancel()
+            if not settled.done():
+                settled.cancel()
+                await asyncio.gather(settled, return_exceptions=True)
+                self.abandoned = True
+            elif not settled.cancelled() and (error := settled.exception()) is not None:
+                log.error("relay drain failed member=%s", self.member, exc_info=error)
+        if self.abandoned:
+            left = self.in_flight()
+            log.warning(
+                "relay drain %s member=%s abandoned %s; they are recovered by their leases",
+                "forced" if self._forced.is_set() else f"timed out after {self.settings.drain_timeout}",
+                self.member,
+                " ".join(f"{kind}={n}" for kind, n in left.items()),
+            )
+
+    async def _settle(self) -> None:
+        """What a drain waits for: the dispatcher's end, every claimed row delivered, then the
+        draining plugins (a delivered resume may hand them one more execution to hand on)."""
         dispatcher = [t for t in self._tasks if t.get_name() == "dispatcher"]
         await asyncio.gather(*dispatcher, return_exceptions=True)
         # rows claimed but not started are delivered too: they are ours until the claim lease ends
         while self._queue or self._in_flight:
             self._pump()
             await asyncio.gather(*self._in_flight, return_exceptions=True)
+        for plugin in self._draining_plugins():
+            await plugin.drained()
 
     async def _finish(self) -> None:
         self._stopping.set()
@@ -304,6 +405,9 @@ class Relay:
             try:
                 if conn is None or conn.closed:
                     conn = await self._connect("ownership")
+                if self._stopping.is_set():
+                    # draining: out of the member set, holding only what the work in flight needs
+                    return await self.ownership.hold(conn, self._holding())
                 return await self.ownership.tick(conn)
             except BaseException:
                 await connections.close(conn)
@@ -311,8 +415,11 @@ class Relay:
                 raise
 
         try:
-            while not self._stopping.is_set():
+            # runs on while the relay drains (its work in flight keeps its buckets); stop()
+            # cancels it once the drain is over, and _leave releases the rest
+            while True:
                 before = self.ownership.owned
+                self._beat.clear()
                 # a retry must come before the lease runs out: never wait longer than a beat
                 owned = await persist(
                     "ownership heartbeat", tick, log=log, fields=self._fields(), wait_max=beat
@@ -320,7 +427,7 @@ class Relay:
                 self._owned_once.set()
                 if owned - before:
                     self.wake()
-                await _sleep_unless(self._stopping, beat.total_seconds())
+                await _sleep_unless(self._beat, beat.total_seconds())
         finally:
             # also when cancelled mid-heartbeat by stop(): never leave the session to the GC
             await connections.close(conn)
