@@ -272,7 +272,7 @@ async def _run_relay(app: Any, settings: Any) -> int:
         abandoned = relay.abandoned
     finally:
         await app.close()
-    if signals.forced is not None:
+    if signals.forced is not None and abandoned:  # a drain that finished anyway exits as one
         code = 128 + signals.forced
     if abandoned and threading.current_thread() is threading.main_thread():
         # An abandoned synchronous activity still runs in a worker thread, which the interpreter
