@@ -25,6 +25,7 @@ unstorable one is refused here with its path.
 from __future__ import annotations
 
 import inspect
+import math
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
@@ -55,6 +56,14 @@ E = TypeVar("E")
 _STEP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}")
 
 
+def _name_problems(name: object) -> list[str]:
+    """A step name is a str of up to 128 letters, digits, ``_ . : -`` (not starting with the
+    punctuation): it keys the step's rows, its manifest entry and its derived command ids."""
+    if isinstance(name, str) and _STEP_NAME.fullmatch(name):
+        return []
+    return [f"step name {name!r} is not valid (a str of letters, digits, _ . : -)"]
+
+
 def _error_problems(errors: Sequence[type[Exception]]) -> list[str]:
     """Declared errors are attrs exceptions whose every field the codec can store."""
     problems: list[str] = []
@@ -81,13 +90,39 @@ def _error_problems(errors: Sequence[type[Exception]]) -> list[str]:
 @attrs.frozen
 class Backoff:
     """Delay before attempt ``n + 1`` after attempt ``n`` failed: ``base * factor ** (n - 1)``,
-    at most ``cap``."""
+    at most ``cap`` — the longest wait between two attempts, however many there are."""
 
     base: timedelta = timedelta(0)
     factor: float = 2.0
     cap: timedelta = timedelta(minutes=10)
 
+    def __attrs_post_init__(self) -> None:
+        problems = []
+        if not isinstance(self.base, timedelta) or self.base < timedelta(0):
+            problems.append(f"base must be a non-negative timedelta, got {self.base!r}")
+        if (
+            not isinstance(self.factor, int | float)
+            or isinstance(self.factor, bool)
+            or not math.isfinite(self.factor)
+            or self.factor < 1
+        ):
+            problems.append(f"factor must be a finite number of at least 1, got {self.factor!r}")
+        if not isinstance(self.cap, timedelta) or self.cap < timedelta(0):
+            problems.append(f"cap must be a non-negative timedelta, got {self.cap!r}")
+        elif isinstance(self.base, timedelta) and self.cap < self.base:
+            problems.append(f"cap must be at least base ({self.cap} < {self.base})")
+        if problems:
+            raise DeclarationError(
+                f"Backoff(base={self.base!r}, factor={self.factor!r}, cap={self.cap!r})", problems
+            )
+
     def delay(self, attempt: int) -> timedelta:
+        # in log space: factor ** (attempt - 1) overflows a float long before an unlimited
+        # retry's attempt count stops growing
+        if self.base == timedelta(0) or self.factor == 1:
+            return min(self.base, self.cap)
+        if (attempt - 1) * math.log(self.factor) >= math.log(self.cap / self.base):
+            return self.cap
         return min(self.base * (self.factor ** (attempt - 1)), self.cap)
 
 
@@ -99,17 +134,54 @@ def constant(delay: timedelta) -> Backoff:
     return Backoff(base=delay, factor=1.0, cap=delay)
 
 
+#: what ``Retry(times=None)`` waits between attempts unless told: 1 s, doubling, at most 10 min
+UNLIMITED_BACKOFF = Backoff(base=timedelta(seconds=1), factor=2.0, cap=timedelta(minutes=10))
+
+
+def _default_backoff(times: object) -> Backoff:
+    # no pause between a few attempts, as before; an unlimited retry always pauses, or it spins
+    return UNLIMITED_BACKOFF if times is None else Backoff()
+
+
 @attrs.frozen
 class Retry:
-    """``times`` attempts in all (1 = no retry). Declared errors are never retried: they are
-    business outcomes. Defects (other exceptions, timeouts) are retried until attempts run out."""
+    """``times`` attempts in all (1 = no retry; ``None`` = no limit: retried until it succeeds,
+    fails with a declared error, or the execution is interrupted — by a person or by the
+    workflow's ``timeout=``), each after ``backoff.delay(attempt)``, never more than
+    ``backoff.cap`` apart (by default, no pause for a limited retry and ``UNLIMITED_BACKOFF`` for an
+    unlimited one, which must pause). Declared errors are never retried: they are business outcomes.
+    Defects (other exceptions, timeouts) are retried until attempts run out."""
 
-    times: int = 1
-    backoff: Backoff = Backoff()
+    times: int | None = 1
+    backoff: Backoff = attrs.field(
+        default=attrs.Factory(lambda retry: _default_backoff(retry.times), takes_self=True)
+    )
 
     def __attrs_post_init__(self) -> None:
-        if self.times < 1:
-            raise DeclarationError(f"Retry(times={self.times})", ["at least one attempt"])
+        problems = []
+        if self.times is not None and (
+            not isinstance(self.times, int) or isinstance(self.times, bool) or self.times < 1
+        ):
+            problems.append(
+                "times must be a positive int (at least one attempt), or None for no limit; "
+                f"got {self.times!r}"
+            )
+        if not isinstance(self.backoff, Backoff):
+            problems.append(
+                f"backoff must be an akter.Backoff (exponential(...), constant(...)), got {self.backoff!r}"
+            )
+        elif self.times is None and self.backoff.base <= timedelta(0):
+            problems.append(
+                "unlimited retries need a backoff with a positive base, e.g. "
+                "akter.exponential(timedelta(seconds=1)): without one a failing activity is retried "
+                "without pause, forever"
+            )
+        if problems:
+            raise DeclarationError(f"Retry(times={self.times!r}, backoff={self.backoff!r})", problems)
+
+    def exhausted(self, attempt: int) -> bool:
+        """Whether attempt ``attempt`` was the last this policy allows."""
+        return self.times is not None and attempt >= self.times
 
 
 @attrs.frozen
@@ -366,14 +438,17 @@ class Workflow(Generic[I, O]):
             raise EffectDefect(
                 f"unregistered step {step.name!r}: steps are declared at module level, not inside a body"
             )
-        problems = []
-        if not isinstance(step.name, str) or not _STEP_NAME.fullmatch(step.name):
-            problems.append(f"step name {step.name!r} is not valid")
-        if step.name in self.steps:
-            problems.append(f"{self!r} already has a step named {step.name!r}")
+        # a name that is not a str may not even hash: only a valid one is looked up
+        problems = _name_problems(step.name) or (
+            [f"{self!r} already has a step named {step.name!r}"] if step.name in self.steps else []
+        )
         if problems:
-            raise DeclarationError(f"step {self.name}.{step.name}", problems)
+            raise DeclarationError(self._subject("step", step.name), problems)
         self.steps[step.name] = step
+
+    def _subject(self, kind: str, name: object) -> str:
+        """How a declaration error names a step: its kind, then ``Actor.Workflow.name``."""
+        return f"{kind} {self.actor.name}.{self.name}.{name}"
 
     @overload
     def activity(
@@ -413,11 +488,13 @@ class Workflow(Generic[I, O]):
         ``on_unknown``: what an attempt whose outcome cannot be known does (only an activity that
         sends commands with derived ids has one): ``"attention"`` (the default) leaves it for a
         person to resolve, ``"fail"`` raises ``ActivityOutcomeUnknown`` in the body."""
-        problems = [*codec.unsupported(success, "success"), *_error_problems(errors)]
+        problems = [*_name_problems(name), *codec.unsupported(success, "success"), *_error_problems(errors)]
+        if not isinstance(retry, Retry):
+            problems.append(f"retry must be an akter.Retry, got {retry!r}")
         if on_unknown not in ("attention", "fail"):
             problems.append(f"on_unknown must be 'attention' or 'fail', not {on_unknown!r}")
         if problems:
-            raise DeclarationError(f"activity {self.name}.{name}", problems)
+            raise DeclarationError(self._subject("activity", name), problems)
         step: ActivityStep[Any] = ActivityStep(
             workflow=self,
             name=name,
@@ -436,10 +513,11 @@ class Workflow(Generic[I, O]):
         return step
 
     def wait(self, name: str, event: type[E]) -> WaitStep[E]:
+        problems = _name_problems(name)
         if self.actor.event_types.get(getattr(event, "__name__", "")) is not event:
-            raise DeclarationError(
-                f"wait {self.name}.{name}", [f"{self.actor.name} declares no event type {event!r}"]
-            )
+            problems.append(f"{self.actor.name} declares no event type {event!r}")
+        if problems:
+            raise DeclarationError(self._subject("wait", name), problems)
         step: WaitStep[E] = WaitStep(workflow=self, name=name, event=event)
         self._add(step)
         return step

@@ -618,11 +618,12 @@ def retry_at_ms(
     - never an unknown outcome (``ActivityOutcomeUnknown``): a new attempt's new ids could repeat
       an effect the receiver can no longer deduplicate (invariant 8);
     - never once the execution is being interrupted;
-    - at most ``step.retry.times`` attempts, each after ``step.retry.backoff.delay(attempt)``."""
+    - at most ``step.retry.times`` attempts (no limit when it is ``None``), each after
+      ``step.retry.backoff.delay(attempt)``, which never exceeds the backoff's cap."""
     defect = exit_.get("defect")
     if not isinstance(defect, dict) or defect.get("type") == "ActivityOutcomeUnknown":
         return None
-    if interrupting or attempt >= step.retry.times:
+    if interrupting or step.retry.exhausted(attempt):
         return None
     return now_ms + int(step.retry.backoff.delay(attempt).total_seconds() * 1000)
 
@@ -667,5 +668,5 @@ async def _run_cleanup(what: str, thunk: Any) -> list[str]:
         effect = thunk()
         await effect
     except Exception as exc:
-        return [f"{what} {_describe(effect)} failed: {type(exc).__name__}: {exc}"]
+        return [f"{what} {_describe(effect)} failed: {type(exc).__name__}: {exits.recorded_message(exc)}"]
     return []
