@@ -5,7 +5,8 @@ wrapped: they travel as ``Failure(error)`` or are raised as themselves. Everythi
 own, and every class says when it is raised and what it carries::
 
     AkterError
-    ├── DeclarationError            an Actor / command / workflow declaration is invalid (all problems)
+    ├── DeclarationError            an Actor / command / workflow / step / Retry declaration is invalid
+    │                               (all problems, naming the workflow and the bad value)
     ├── ConfigurationError          no usable database, bad AKTER_* setting or settings value, bad APP path
     │   └── EmbeddedServerError     the embedded PostgreSQL could not be started
     ├── DatabaseUnavailable         PostgreSQL stayed unreachable past a retry budget; ``__cause__`` says how
@@ -46,7 +47,8 @@ own, and every class says when it is raised and what it carries::
     └── ResultTimeout               run.result(timeout=...) gave up waiting; the run goes on
 
 ``Defect`` carries the original exception's type name and message (and, in process, the exception
-as ``__cause__``), because a handler defect must reach the caller and never commit anything.
+as ``__cause__``), because a handler defect must reach the caller and never commit anything; its
+``str()`` names both (``ValueError: boom``), so a ``Failure`` of one never prints empty.
 
 Control-flow signals are not in this tree and not ``Exception`` at all: like Trio's ``Cancelled``
 they derive from ``BaseException``, so an ``except Exception`` (a user's, or a loop's that logs and
@@ -289,11 +291,30 @@ class UndeliverableIntent(AkterError):
 
 
 class Defect(AkterError):
-    """An undeclared exception escaped a handler. Everything the turn did was rolled back."""
+    """An undeclared exception escaped a handler. Everything the turn did was rolled back.
+
+    ``error_type`` is the original exception's class name (``""`` when akter itself found the
+    defect) and ``message`` its message, each stored in its own field. ``str()`` shows both —
+    ``ValueError: boom``, or ``ValueError`` alone for an empty message, the class being left
+    out only when the message already names it — so ``<Failure: ValueError: boom>`` and an
+    ``unwrap()``'s traceback say what failed; ``repr()`` is the constructor call."""
 
     def __init__(self, message: str, *, error_type: str = "") -> None:
         self.error_type = error_type
+        self.message = message
         super().__init__(message)
+
+    def __str__(self) -> str:
+        kind = self.error_type or type(self).__name__
+        if not self.message:
+            return kind
+        if self.error_type and f"{self.error_type.rsplit('.', 1)[-1]}: " in self.message:
+            return self.message
+        return f"{kind}: {self.message}"
+
+    def __repr__(self) -> str:
+        typed = f", error_type={self.error_type!r}" if self.error_type else ""
+        return f"{type(self).__name__}({self.message!r}{typed})"
 
 
 class EffectDefect(AkterError):

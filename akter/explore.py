@@ -256,7 +256,9 @@ class _Explorer:
 
     async def _alone(self) -> None:
         """``ConfigurationError`` when another relay is live on the database: it would own some
-        of the buckets, and a crash could land in a relay the explorer cannot drop."""
+        of the buckets, and a crash could land in a relay the explorer cannot drop. A relay's
+        member row is written before its ``start()`` returns, so one started just before this
+        check is seen (a relay process: once it logged ``ownership``)."""
         live = [row[0] for row in await self._rows(LIVE_MEMBERS)]
         if live:
             raise ConfigurationError(

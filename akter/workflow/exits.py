@@ -102,7 +102,13 @@ def _encode_error(error: BaseException, declared: Sequence[type[Exception]]) -> 
     if isinstance(error, tuple(declared)):
         return tagged.error(error)
     name = getattr(error, "error_type", "") or type(error).__qualname__
-    return {"defect": {"type": name, "message": str(error)}}
+    return {"defect": {"type": name, "message": recorded_message(error)}}
+
+
+def recorded_message(error: BaseException) -> str:
+    """An error's message as records keep it: ``str(error)``, but a ``Defect``'s own message,
+    because its ``str()`` adds the class a record keeps apart (and recorded histories predate it)."""
+    return error.message if isinstance(error, Defect) else str(error)
 
 
 def decode(exit_: Any, as_type: Any, declared: Sequence[type[Exception]]) -> Outcome:
