@@ -1,10 +1,11 @@
 """Workflow figures: akter and DBOS Transact side by side, in one run on one PostgreSQL server.
 
 Setup (once). DBOS is installed in the benchmark's OWN virtual environment, never in akter's
-``.venv`` nor in ``pyproject.toml``; that environment also gets akter itself, editable::
+``.venv`` nor in ``pyproject.toml``; that environment also gets akter itself, editable. From the
+repository's root::
 
     python3 -m venv /tmp/dbos-venv
-    /tmp/dbos-venv/bin/pip install "dbos==3.4.0" -e /work/main      # the repository's path
+    /tmp/dbos-venv/bin/pip install "dbos==3.4.0" -e .               # this checkout
     /tmp/dbos-venv/bin/pip install py-spy                            # optional, for profiling
 
 Run (about 30 minutes with the defaults on 2 cores; ``--rounds 1 --n 50`` for a quick look)::
