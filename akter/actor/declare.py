@@ -67,6 +67,10 @@ class Command(Generic[S, I, O]):
     errors: tuple[type[Exception], ...]
     internal: bool
     handler: Callable[[Turn[S], I], O]
+    #: safe to deliver again under a fresh command id: the handler is idempotent by its actor's
+    #: own state, so a staged intent of it whose id expired is renewed by the relay, never
+    #: parked for its age (``akter.outbox.delivery``). Only akter's own commands set it.
+    renewable: bool = False
 
     def error_named(self, name: str) -> type[Exception] | None:
         return tagged.error_class(name, self.errors)
@@ -285,6 +289,7 @@ class Actor(Generic[S]):
         internal: bool,
         *,
         allow_reserved: bool = False,
+        renewable: bool = False,
     ) -> Command[S, I, O]:
         cmd_name = str(name or getattr(handler, "__name__", ""))
         subject = f"command {self.name}.{cmd_name or handler!r}"
@@ -307,21 +312,30 @@ class Actor(Generic[S]):
             errors=tuple(errors),
             internal=internal,
             handler=handler,
+            renewable=renewable,
         )
 
     def internal_command(
-        self, name: str, handler: Callable[[Turn[S], I], O], errors: Sequence[type[Exception]] = ()
+        self,
+        name: str,
+        handler: Callable[[Turn[S], I], O],
+        errors: Sequence[type[Exception]] = (),
+        *,
+        renewable: bool = False,
     ) -> Command[S, I, O]:
         """Register an internal (System-only) command under a reserved ``akter.`` name. Used by
-        the layers above the kernel (workflow resumes, staged starts)."""
-        cmd = self._build_command(handler, name, errors, True, allow_reserved=True)
+        the layers above the kernel (workflow resumes, staged starts). ``renewable``: see
+        ``Command.renewable``; set it only for a handler idempotent by its actor's state."""
+        cmd = self._build_command(handler, name, errors, True, allow_reserved=True, renewable=renewable)
         self.commands[cmd.name] = cmd
         return cmd
 
-    def member_command(self, name: str, handler: Callable[[Turn[S], I], O]) -> Command[S, I, O]:
+    def member_command(
+        self, name: str, handler: Callable[[Turn[S], I], O], *, renewable: bool = False
+    ) -> Command[S, I, O]:
         """Register a public command under a reserved ``akter.`` name: one a member adds for its
         users (a workflow's interrupt). Any caller may send it, under the access policy."""
-        cmd = self._build_command(handler, name, (), False, allow_reserved=True)
+        cmd = self._build_command(handler, name, (), False, allow_reserved=True, renewable=renewable)
         self.commands[cmd.name] = cmd
         return cmd
 

@@ -59,6 +59,10 @@ def _show(infos: list[Any], as_json: bool) -> None:
             f"{when} ({info.timezone}, catch-up {info.catch_up})  next {nxt}  last {last}  "
             f"fired {info.fired}{'  declared' if info.declared else ''}"
         )
+        if info.parked_intent is not None:
+            why = cli_support.one_line(info.parked_reason or "")
+            click.echo(f"    its timer is parked, so it fires nothing: {why}")
+            click.echo(f"    deliver it again: akter outbox retry {info.parked_intent}")
 
 
 _app = click.argument("app_path", metavar="APP")

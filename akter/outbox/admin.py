@@ -13,7 +13,9 @@ timer lines of ``akter inspect actor|execution``, ``run.poll().blocked_reason``)
 - ``retry``: due now again with a fresh attempt budget, under the **same intent id**, so an
   earlier delivery that did commit (its receipt exists) is replayed, never run twice. An id past
   its expiry can only be delivered under a new one (``new_id=True``), which the operator chooses
-  knowing that the receiver can no longer tell whether an earlier attempt took effect;
+  knowing that the receiver can no longer tell whether an earlier attempt took effect — except
+  akter's own (``akter.*``), retried as they are: their delivery renews an expired id itself,
+  their receivers being idempotent by state (``delivery.renews``);
 - ``delete``: drop it. akter's own intents (``akter.*``: a workflow's resume timer) are refused
   without ``force=True``, because deleting one leaves its execution with nothing to wake it.
 
@@ -174,7 +176,7 @@ async def retry(
         parked = await _locked(conn, intent_id)
         if parked is None:
             return Failure(_not_parked(intent_id))
-        if parked.expired and not new_id:
+        if parked.expired and not new_id and not parked.command.startswith("akter."):
             return Failure(
                 f"intent {intent_id} expired at {parked.expires_at.isoformat()}: its receiver refuses "
                 "that id. Retry it with a new id (--new-id) to deliver it anyway; the receiver cannot "

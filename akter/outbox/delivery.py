@@ -17,8 +17,14 @@ handler twice. Then:
   the way of other rows — until its attempts reach ``max_attempts``; then it is *parked*
   (``parked_reason`` set, due never), where it costs the relay nothing until an operator retries
   or deletes it (``admin.py``). A refusal no retry can cure parks at once: an expired intent id
-  (``CommandExpired``), which its receiver refuses for good — except for akter's own ``akter.*``
-  intents, whose layer renews them (the workflow runner gives overdue resumes fresh ids);
+  (``CommandExpired``), which its receiver refuses for good;
+- except that an expired id of a *renewable* command (``Command.renewable``: akter's own
+  resumes, schedule fires, deadlines, child starts and interrupts, each idempotent by its
+  receiver's state) is renewed instead: the row gets a fresh id, due now, attempts from zero
+  (``queries.RENEW``). The receiver refused the old id before running anything, and running the
+  handler under the new one does what it would have done, however long the relays were down or
+  however far the clock moved (invariant 14). A user's own commands are never renewable: the
+  retry window is what lets their receivers deduplicate;
 - the connection was lost: the outcome is unknown, so nothing is written; the claim lease runs
   out and the row is claimed again, where the receipt settles what happened.
 """
@@ -198,6 +204,7 @@ class _DeleteInTurn:
 async def deliver(sender: Sender, settings: RelaySettings, row: Claimed, acks: Acknowledger) -> bool:
     """Deliver one claimed row; True when the receiver's receipt committed and the row is done."""
     ids = (row.target_id, row.sender.actor_id, row.intent_id)
+    command: Command[Any, Any, Any] | None = None
     try:
         await faults.hit("relay.after_claim", *ids)
         command, ref, payload, caller, command_id = _decode(sender, row)
@@ -216,10 +223,10 @@ async def deliver(sender: Sender, settings: RelaySettings, row: Claimed, acks: A
                 "delivery interrupted %s error=%s; retried after the claim lease", row.describe(), exc
             )
             return False
-        await _failed(sender, settings, row, exc)
+        await _failed(sender, settings, row, exc, command)
         return False
     except Exception as exc:
-        await _failed(sender, settings, row, exc)
+        await _failed(sender, settings, row, exc, command)
         return False
     if not in_turn.deleted:
         await acks.ack(row)
@@ -227,22 +234,39 @@ async def deliver(sender: Sender, settings: RelaySettings, row: Claimed, acks: A
     return True
 
 
+def renews(command: Command[Any, Any, Any] | None, exc: Exception) -> bool:
+    """Whether this failure is an expired id of a command safe to deliver under a fresh one."""
+    return isinstance(exc, CommandExpired) and command is not None and command.renewable
+
+
 def park_reason(settings: RelaySettings, row: Claimed, exc: Exception) -> str | None:
-    """Why the relay gives up on ``row`` after this failure, or ``None`` to back off and retry.
+    """Why the relay gives up on ``row`` after this failure, or ``None`` to back off and retry
+    (a renewable command's expired id is renewed before this is asked: ``renews``).
 
     Only an expired id is hopeless at once. An unknown actor type or command, or a payload that
     does not decode or is over the cap, may be one deploy away from deliverable — in a rolling
     deploy an old relay meets intents that only the new code declares — so those spend their
     attempts like any failure."""
-    if isinstance(exc, CommandExpired) and not row.command.startswith("akter."):
+    if isinstance(exc, CommandExpired):
         return "its intent id expired, so its receiver refuses it for good"
     if row.attempts >= settings.max_attempts:
         return f"undeliverable after {row.attempts} attempts"
     return None
 
 
-async def _failed(sender: Sender, settings: RelaySettings, row: Claimed, exc: Exception) -> None:
+async def _failed(
+    sender: Sender,
+    settings: RelaySettings,
+    row: Claimed,
+    exc: Exception,
+    command: Command[Any, Any, Any] | None,
+) -> None:
     error = " ".join(f"{type(exc).__name__}: {exc}".split())[:MAX_ERROR_CHARS]
+    if renews(command, exc):
+        log.warning("delivery renewed %s: its id expired before delivery error=%s", row.describe(), error)
+        renewed = f"renewed under a fresh id after {error}"[:MAX_ERROR_CHARS]
+        await _finish(sender, queries.RENEW, {**row.claim_params(), "error": renewed}, row)
+        return
     reason = park_reason(settings, row, exc)
     if reason is not None:
         # needs an operator: akter outbox retry|delete (docs/relay.md, "Parked intents")

@@ -121,6 +121,19 @@ UPDATE actor_outbox
        last_error = %(error)s, claim = NULL, claimed_by = NULL
  WHERE {_THIS_CLAIM}"""
 
+# Renewed: an intent of a renewable command (``Command.renewable``) whose id expired before it
+# could be delivered gets a fresh id, one retry window from now, and is due now with its attempts
+# from zero — only while our claim is still on it — and the owning relay is woken. One statement:
+# a crash before it leaves the row claimed, and the next claim meets the same refusal.
+RENEW: LiteralString = f"""
+WITH renewed AS (
+    UPDATE actor_outbox
+       SET intent_id = akter_mint_intent_id(NULL), due_at = akter_now(), attempts = 0,
+           last_error = %(error)s, claim = NULL, claimed_by = NULL
+     WHERE {_THIS_CLAIM}
+    RETURNING bucket)
+SELECT pg_notify('akter_outbox', bucket::text) FROM renewed"""
+
 # Parked (sql/007): the relay gives up on the row. Its due time becomes the far-future sentinel,
 # so no due scan reads it again; anything that gives it a due time again un-parks it (a trigger).
 PARK: LiteralString = f"""

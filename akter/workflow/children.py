@@ -475,4 +475,4 @@ def register_start_child(actor: Actor[Any]) -> None:
         return eid
 
     start_child.__annotations__ = {"turn": Turn, "payload": ChildStartPayload, "return": str}
-    actor.internal_command(START_CHILD, start_child)
+    actor.internal_command(START_CHILD, start_child, renewable=True)  # a second start attaches

@@ -182,7 +182,7 @@ def register_commands(workflow: Workflow[Any, Any]) -> Command[Any, Any, str]:
     start.__name__ = workflow.name
     command: Command[Any, Any, str] = actor.command(name=workflow.name)(start)
     if RESUME not in actor.commands:
-        actor.internal_command(RESUME, _resume)
+        actor.internal_command(RESUME, _resume, renewable=True)  # a resume only wakes a pass
     return command
 
 
@@ -191,7 +191,8 @@ def register_interrupt(workflow: Workflow[Any, Any]) -> Command[Any, Interrupt, 
         turn.stage(LAYER, InterruptMark(workflow, payload.execution_id, payload.reason))
 
     interrupt.__annotations__ = {"turn": Turn, "payload": Interrupt, "return": None}
-    return workflow.actor.member_command(f"akter.wf.interrupt:{workflow.name}", interrupt)
+    # renewable: the first asker is kept and a finished execution is left as it is (INTERRUPT)
+    return workflow.actor.member_command(f"akter.wf.interrupt:{workflow.name}", interrupt, renewable=True)
 
 
 def register_retry(workflow: Workflow[Any, Any]) -> Command[Any, RetryExecution, None]:

@@ -86,7 +86,8 @@ def register(workflow: Workflow[Any, Any]) -> Command[Any, Interrupt, None]:
         turn.stage(LAYER, InterruptMark(workflow, payload.execution_id, payload.reason))
 
     deadline.__annotations__ = {"turn": Turn, "payload": Interrupt, "return": None}
-    return workflow.actor.internal_command(command_name(workflow), deadline)
+    # renewable: an interrupt of a finished or already interrupted execution changes nothing
+    return workflow.actor.internal_command(command_name(workflow), deadline, renewable=True)
 
 
 def arm_params(base: dict[str, Any], item: StartMark) -> dict[str, Any] | None:

@@ -421,21 +421,3 @@ ACCEPT_MANIFEST: LiteralString = """
 INSERT INTO actor_workflow_manifests (actor_type, workflow, manifest_hash, manifest)
 VALUES (%(actor_type)s, %(workflow)s, %(manifest_hash)s, %(manifest)s::jsonb)
 ON CONFLICT DO NOTHING"""
-
-# A resume intent whose id expired before it could be delivered (the relays were down longer
-# than the retry window) would be refused forever. Resumes are idempotent, so the runner gives
-# such rows a fresh id. Only rows of owned buckets due within the hour are read — refused rows
-# back off into the near future — through the (bucket, due_at) index.
-REFRESH_EXPIRED: LiteralString = (
-    """
-UPDATE actor_outbox o
-   SET intent_id = akter_mint_intent_id(NULL),
-       due_at = akter_now(), attempts = 0, last_error = NULL, claim = NULL, claimed_by = NULL
-  FROM (SELECT (extract(epoch FROM akter_now()) * 1000)::bigint AS ms) n
- WHERE o.bucket = ANY(%(buckets)s::smallint[]) AND o.due_at <= akter_now() + interval '1 hour'
-   AND o.command = '"""
-    + RESUME
-    + """'
-   AND split_part(o.intent_id, '.', 3)::bigint < n.ms
-RETURNING o.bucket"""
-)

@@ -26,7 +26,8 @@ recovery timer resumes it, as after a crash.
 The runner also does retention of finished executions (and their steps) older than the
 deployment's ``workflow_retention`` (default 7 days, never less than the retry window) in the
 buckets this relay owns, in bounded batches. (Expired receipts are the relay's:
-``akter.outbox.retention``.) Its refresh and prune statements run through
+``akter.outbox.retention``; a resume whose id expired while the relays were down is renewed by
+the delivery itself, ``akter.outbox.delivery``.) Its prune statement runs through
 ``akter.store.background.persist``: a failure is logged and backed off, never the end of the
 process.
 """
@@ -43,7 +44,6 @@ from typing import TYPE_CHECKING, Any
 from akter import logs
 from akter.errors import ConfigurationError
 from akter.ids import ActorRef, ExecutionId
-from akter.outbox import queries as outbox_queries
 from akter.store.background import persist
 from akter.store.sqlstate import is_connection_lost
 from akter.workflow import holds, queries
@@ -75,7 +75,6 @@ class WorkflowRunner:
         drop_steps: bool = False,
         prune_every: timedelta = timedelta(minutes=1),
         prune_batch: int = 1000,
-        refresh_every: timedelta = timedelta(seconds=5),
         failed_pass_limit: int = FAILED_PASS_LIMIT,
     ) -> None:
         if failed_pass_limit < 1:
@@ -92,7 +91,6 @@ class WorkflowRunner:
         self.retention = retention
         self.prune_every = prune_every
         self.prune_batch = prune_batch
-        self.refresh_every = refresh_every
         self._relay: Relay | None = None
         self._generations: dict[ActorRef, int] = {}
         self._activating: dict[ActorRef, asyncio.Lock] = {}
@@ -129,7 +127,6 @@ class WorkflowRunner:
             drop_steps=self.drop_steps,
             prune_every=self.prune_every,
             prune_batch=self.prune_batch,
-            refresh_every=self.refresh_every,
             failed_pass_limit=self.failed_pass_limit,
         )
 
@@ -182,13 +179,9 @@ class WorkflowRunner:
         self.stopping = False  # the App's runner serves its next relay after a drain
         self.hook.runners.append(self)
         try:
-            rounds = 0
             while True:
-                await persist("refreshing expired resumes", self.refresh_expired, log=log)
-                if rounds % max(1, int(self.prune_every / self.refresh_every)) == 0:
-                    await persist("execution retention", self.prune, log=log)
-                rounds += 1
-                await asyncio.sleep(self.refresh_every.total_seconds())
+                await persist("execution retention", self.prune, log=log)
+                await asyncio.sleep(self.prune_every.total_seconds())
         finally:
             self.hook.runners.remove(self)
             for p in self._passes.values():
@@ -353,23 +346,6 @@ class WorkflowRunner:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._newer.wait(), left)
         return True
-
-    async def refresh_expired(self) -> int:
-        """Give expired resume intents of the owned buckets fresh ids; returns how many."""
-        owned = sorted(self._owner().owned())
-        if not owned:
-            return 0
-        async with self.sender.pool.connection() as conn:
-            cur = await conn.execute(queries.REFRESH_EXPIRED, {"buckets": owned})
-            buckets = {row[0] for row in await cur.fetchall()}
-            for bucket in buckets:
-                await conn.execute(outbox_queries.NOTIFY, {"bucket_text": str(bucket)})
-        if buckets:
-            log.warning(
-                "gave %d overdue resume intents fresh ids (relays were down past the retry window)",
-                len(buckets),
-            )
-        return len(buckets)
 
     async def prune(self) -> int:
         """One retention round over the owned buckets; returns the number of executions deleted.

@@ -51,15 +51,26 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("akter.schedules")
 
+# With the timer's parking, if the relay gave up on it (a point read by the timer-key index): a
+# schedule whose timer is parked fires nothing until an operator retries it.
 SELECT: LiteralString = """
 SELECT tenant, name, actor_type, actor_id, digest, spec, declared, status, next_slot_at,
-       last_slot_at, fired FROM akter_schedules"""
+       last_slot_at, fired, t.parked_at, t.parked_reason, t.intent_id AS timer_intent
+  FROM akter_schedules s
+  LEFT JOIN LATERAL (
+      SELECT o.parked_at, o.parked_reason, o.intent_id FROM actor_outbox o
+       WHERE o.routing_key = s.routing_key AND o.tenant = s.tenant AND o.actor_type = s.actor_type
+         AND o.actor_id = s.actor_id AND o.timer_key = 'akter.schedule:' || s.name || ':' || s.digest
+         AND o.parked_at IS NOT NULL) t ON true"""
 
 
 @attrs.frozen
 class ScheduleInfo:
     """A schedule as stored: its definition, whether it is active, and its next and last slot
-    (the database clock; ``next_slot`` is None while paused)."""
+    (the database clock; ``next_slot`` is None while paused). ``status`` is ``"active"``,
+    ``"paused"``, or ``"parked"``: active, but the relay gave up delivering its timer
+    (``parked_reason`` says why; ``akter outbox retry <parked_intent>`` delivers it again), so it
+    fires nothing, not even at ``next_slot``."""
 
     tenant: str
     name: str
@@ -77,6 +88,9 @@ class ScheduleInfo:
     fired: int
     declared: bool
     spec: Spec = attrs.field(repr=False, eq=False)
+    parked_reason: str | None = None
+    #: the intent id of the parked timer (what ``akter outbox retry`` takes)
+    parked_intent: str | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> ScheduleInfo:
@@ -92,12 +106,14 @@ class ScheduleInfo:
             timezone=spec.timezone,
             catch_up=spec.catch_up,
             max_catch_up=spec.max_catch_up,
-            status=row["status"],
+            status="parked" if row["parked_at"] is not None else row["status"],
             next_slot=row["next_slot_at"],
             last_slot=row["last_slot_at"],
             fired=row["fired"],
             declared=row["declared"],
             spec=spec,
+            parked_reason=row["parked_reason"] if row["parked_at"] is not None else None,
+            parked_intent=row["timer_intent"],
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -120,6 +136,8 @@ class ScheduleInfo:
             "last_slot": iso(self.last_slot),
             "fired": self.fired,
             "declared": self.declared,
+            "parked_reason": self.parked_reason,
+            "parked_intent": self.parked_intent,
         }
 
 

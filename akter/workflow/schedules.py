@@ -340,9 +340,12 @@ def enable(actor: Actor[Any]) -> None:
     fire.__annotations__ = {"turn": Turn, "payload": Fire, "return": int}
     arm.__annotations__ = {"turn": Turn, "payload": Arm, "return": int}
     stop.__annotations__ = {"turn": Turn, "payload": Stop, "return": None}
-    actor.internal_command(FIRE, fire)
-    actor.internal_command(ARM, arm)
-    actor.internal_command(STOP, stop)
+    # renewable: a fire's keyed timer is replaced in the fire's own transaction (an expired one
+    # was never delivered), a workflow slot starts under the slot's key, and arming or stopping
+    # again leaves the same timer; see docs/schedules.md, "Outages"
+    actor.internal_command(FIRE, fire, renewable=True)
+    actor.internal_command(ARM, arm, renewable=True)
+    actor.internal_command(STOP, stop, renewable=True)
 
 
 def _member(actor: Actor[Any], spec: Spec) -> Any:
