@@ -40,6 +40,7 @@ from akter.errors import AkterError, ConfigurationError, InvalidInput
 from akter.inspect.decode import one_line
 from akter.inspect.render import jsonable, when
 from akter.operate.actions import Acted
+from akter.operate.parked import parked_of_execution
 from akter.operate.query import (
     DEFAULT_PAGE,
     MAX_PAGE,
@@ -269,6 +270,8 @@ def show_command(*, app_path: str, execution_id: str, database_url: str | None, 
         click.echo(json.dumps(timeline_json(timeline), indent=2, sort_keys=True))
     else:
         click.echo(render_timeline(timeline))
+        for parked in read_view(url, lambda conn: parked_of_execution(conn, eid)):  # what it waits on
+            click.echo(parked.line())
 
 
 # ---- interrupt and retry ----------------------------------------------------------------------
