@@ -23,6 +23,7 @@ from returns.result import Failure, Success
 import akter
 from akter import testing
 from akter.cli import main
+from akter.outbox import admin
 from akter.outbox.relay import Relay, RelaySettings
 from tests.apps import family, jobs
 from tests.apps.family import Fulfil, Line, Order, OrderIn, Orders, Summary, Warehouse
@@ -359,6 +360,18 @@ async def test_a_schedule_whose_timer_is_parked_is_listed_as_parked(
     assert "acme/hourly  parked" in listed.output
     assert "undeliverable after 2 attempts" in listed.output
     assert "akter outbox retry" in listed.output
+    # an operator retries it days later, past its id's expiry: no --new-id needed for akter's own,
+    # since its delivery renews the id; the schedule fires its latest slot and goes on
+    testing.disarm_all()
+    await clock.advance(timedelta(days=2))
+    assert info.parked_intent is not None
+    assert isinstance(await admin.retry(peek.conn, info.parked_intent), Success)
+    async with jobs_app.client() as client, jobs_app.relay(settings) as relay:
+        async with asyncio.timeout(60):
+            await relay.idle()
+        info = await client.schedules.get("acme", "hourly")
+    assert (info.status, info.fired, await _reports(peek)) == ("active", 1, 1)
+    await nothing_parked(peek)
 
 
 async def test_executions_show_names_a_parked_child_start_of_the_execution(
