@@ -343,8 +343,9 @@ class _Explorer:
             stuck = await self._drive(relay, eid, crash)
             if stuck is True and crash is not None:
                 await self._snapshot()
-                # leaving the block stops the relay with the pass blocked at the point: nothing
-                # after it is written
+                # a crash, not a drain: leaving the block stops the relay at once, abandoning
+                # the pass blocked at the point, so nothing after it is written
+                relay.force()
                 raise _Crashed(eid, await self._where(eid, crash))
             if stuck:
                 return eid, stuck

@@ -180,7 +180,7 @@ class ExecutionFilter:
                 parts.append(condition)
                 params[name] = value
         if self.workflow is not None:
-            parts.append(self._workflow_condition(params))
+            parts.append(self._workflow_condition(self.workflow, params))
         if self.actor_id is not None and self.tenant is not None and self.actor_type is not None:
             parts.append("routing_key = %(rk)s AND actor_id = %(actor_id)s")
             params |= ActorRef(self.tenant, self.actor_type, self.actor_id).key_params()
@@ -204,13 +204,11 @@ class ExecutionFilter:
                 params[name] = moment
         return (" AND ".join(parts) if parts else "true"), params
 
-    def _workflow_condition(self, params: dict[str, Any]) -> LiteralString:
+    def _workflow_condition(self, name: str, params: dict[str, Any]) -> LiteralString:
         """``workflow`` as a member's name, or spelt ``ActorType.Workflow`` as ``counts`` prints
         it and ``workflows replay --workflow`` takes it. Names may hold dots themselves, so a
         dotted spelling matches the member of that name and every split of it into an actor type
         and a member (``a.b.C`` is ``a.b`` + ``C`` or ``a`` + ``b.C``)."""
-        name = self.workflow
-        assert name is not None
         params["workflow"] = name
         splits = [
             (name[:i], name[i + 1 :])
