@@ -266,12 +266,14 @@ def show_command(*, app_path: str, execution_id: str, database_url: str | None, 
         _fail(
             f"no execution {execution_id} is stored (never started, or pruned after retention)", EXIT_NOTHING
         )
+    parked = read_view(url, lambda conn: parked_of_execution(conn, eid))  # what it waits on
     if as_json:
-        click.echo(json.dumps(timeline_json(timeline), indent=2, sort_keys=True))
+        shown = timeline_json(timeline) | {"parked": [p.as_json() for p in parked]}
+        click.echo(json.dumps(shown, indent=2, sort_keys=True))
     else:
         click.echo(render_timeline(timeline))
-        for parked in read_view(url, lambda conn: parked_of_execution(conn, eid)):  # what it waits on
-            click.echo(parked.line())
+        for p in parked:
+            click.echo(p.line())
 
 
 # ---- interrupt and retry ----------------------------------------------------------------------

@@ -10,7 +10,7 @@ operator runs to deliver it again. Read only; the owner's rows are addressed by 
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, LiteralString
 
 import attrs
@@ -44,6 +44,17 @@ class ParkedOfExecution:
     target: str
     parked_at: datetime
     parked_reason: str | None
+
+    def as_json(self) -> dict[str, str | None]:
+        """The row as ``executions show --json`` carries it (absolute UTC time)."""
+        return {
+            "intent_id": self.intent_id,
+            "command": self.command,
+            "target": self.target,
+            "parked_at": self.parked_at.astimezone(UTC).isoformat(),
+            "parked_reason": self.parked_reason,
+            "retry": f"akter outbox retry {self.intent_id}",
+        }
 
     def line(self) -> str:
         reason = " ".join((self.parked_reason or "").split())

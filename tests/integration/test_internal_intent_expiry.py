@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -400,3 +401,16 @@ async def test_executions_show_names_a_parked_child_start_of_the_execution(
         in shown.output
     )
     assert "akter outbox retry v1." in shown.output
+    show_json = ["executions", "show", "tests.apps.family:app", run.execution_id, "--json"]
+    as_json = await asyncio.to_thread(
+        CliRunner().invoke,
+        main,
+        [*show_json, "--database-url", database_url],
+        catch_exceptions=False,
+    )
+    assert as_json.exit_code == 0, as_json.output
+    (row,) = json.loads(as_json.output)["parked"]
+    assert row["command"] == "akter.wf.start_child"
+    assert row["target"] == "acme/Warehouse/w-p"
+    assert row["retry"].startswith("akter outbox retry v1.")
+    assert row["parked_at"].endswith("+00:00")
