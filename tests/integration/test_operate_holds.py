@@ -450,3 +450,21 @@ async def test_a_declared_error_that_cannot_be_stored_is_the_attempts_defect_not
         )
         == 0
     )
+
+
+async def test_an_execution_that_finishes_while_paused_keeps_no_pause(env: Env, peek: Peek) -> None:
+    """A paused execution that is interrupted finishes; the finished row says nothing of a pause
+    (a pause is about what goes on next, and nothing does), read through a second connection."""
+    flows.gate("pfin-hold").set()
+    run = await env.client.actor(Flows, "pfin", tenant="acme").start(Book, Job("pfin", seconds=3600))
+    await until(lambda: status_of(peek, run.execution_id), lambda s: s == "suspended")
+    [paused] = await env.client.pause_executions(run.execution_id, reason="hold it")
+    assert paused.done
+    await until(lambda: status_of(peek, run.execution_id), lambda s: s == "paused")
+    [interrupted] = await env.client.interrupt_executions(run.execution_id, reason="not needed")
+    assert interrupted.done
+    await until(lambda: status_of(peek, run.execution_id), lambda s: s == "finished")
+    assert await peek.rows(
+        "SELECT paused_at, paused_by, pause_reason FROM actor_workflow_executions WHERE execution_id = %s",
+        run.execution_id,
+    ) == [(None, None, None)]
