@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
@@ -34,7 +32,8 @@ from akter.ids import ActorRef, ExecutionId
 from akter.operate.query import ExecutionFilter
 from tests.apps import desk, flows
 from tests.integration.conftest import Peek
-from tests.integration.test_operate import ROOT, akter_cli
+from tests.integration.test_operate import akter_cli
+from tests.integration.ui_support import serving_ui
 from tests.integration.workflow_support import quiet
 
 APP = "tests.apps.desk:app"
@@ -165,21 +164,8 @@ async def test_a_filter_postgresql_would_refuse_is_a_usage_error_naming_the_fiel
 @pytest.fixture
 def page(stored: Stored) -> Iterator[str]:
     """``akter ui`` as a user starts it, on a free port: its URL is the line it prints."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("AKTER_DATABASE_URL", None)
-    command = [sys.executable, "-m", "akter.cli", "ui", APP, "--database-url", stored.url, "--port", "0"]
-    with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT
-    ) as proc:
-        assert proc.stdout is not None
-        assert proc.stderr is not None
-        try:
-            line = proc.stdout.readline()
-            assert line.startswith("akter ui: serving http://127.0.0.1:"), line + proc.stderr.read()
-            yield line.split()[3]
-        finally:
-            proc.terminate()
-            proc.wait(timeout=20)
+    with serving_ui(APP, stored.url) as url:
+        yield url
 
 
 def _get(url: str) -> tuple[int, str]:

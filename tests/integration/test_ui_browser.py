@@ -26,6 +26,7 @@ from returns.result import Success
 from akter import demo, testing
 from akter.ids import ActorRef
 from tests.integration.conftest import Peek
+from tests.integration.ui_support import serving_ui
 from tests.integration.workflow_support import quiet
 
 CHROMIUM = os.environ.get("AKTER_TEST_CHROMIUM", "/usr/bin/chromium")
@@ -82,20 +83,8 @@ async def stored(database_url: str) -> Stored:
 @pytest.fixture
 def page_url(stored: Stored) -> Iterator[str]:
     """The page as a user starts it, on a free port; its URL is the line it prints."""
-    env = {k: v for k, v in os.environ.items() if k != "AKTER_DATABASE_URL"}
-    command = [sys.executable, "-m", "akter.cli", "ui", "akter.demo:app", "--database-url", stored.url]
-    with subprocess.Popen(
-        [*command, "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-    ) as proc:
-        assert proc.stdout is not None
-        assert proc.stderr is not None
-        try:
-            line = proc.stdout.readline()
-            assert line.startswith("akter ui: serving http://127.0.0.1:"), line + proc.stderr.read()
-            yield line.split()[3]
-        finally:
-            proc.terminate()
-            proc.wait(timeout=20)
+    with serving_ui("akter.demo:app", stored.url) as url:
+        yield url
 
 
 @pytest.fixture
