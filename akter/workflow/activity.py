@@ -20,8 +20,10 @@ there, and awaiting a client call in a body is caught by the driver as a non-eff
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import hashlib
+import inspect
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
@@ -29,7 +31,7 @@ from returns.result import Result
 
 from akter.actor.declare import Actor, Command
 from akter.callers import Principal, System
-from akter.errors import ActivityOutcomeUnknown, CommandExpired, EffectDefect, InvalidInput
+from akter.errors import ActivityOutcomeUnknown, CommandExpired, Defect, EffectDefect, InvalidInput
 from akter.ids import ActorRef, CommandId
 
 if TYPE_CHECKING:
@@ -156,3 +158,23 @@ def _unknown(
         "its first send may have taken effect"
     )
     return ctx.unknown
+
+
+async def invoke(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], limit: Any) -> Any:
+    """One attempt's call of an activity function: awaited when async, in a worker thread when
+    not, and a ``Defect`` when it outruns the step's ``timeout`` (``limit``, or None)."""
+
+    async def call() -> Any:
+        if inspect.iscoroutinefunction(fn):
+            return await fn(*args, **kwargs)
+        result = await asyncio.to_thread(fn, *args, **kwargs)
+        if inspect.isawaitable(result):
+            return await result
+        return result
+
+    if limit is None:
+        return await call()
+    try:
+        return await asyncio.wait_for(call(), limit.total_seconds())
+    except TimeoutError as exc:
+        raise Defect(f"attempt timed out after {limit}", error_type="TimeoutError") from exc

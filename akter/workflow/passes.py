@@ -62,11 +62,7 @@ from psycopg.rows import dict_row
 
 from akter import codec, faults, logs, telemetry
 from akter.actor import limits
-from akter.errors import (
-    CorruptRecord,
-    Defect,
-    InvalidInput,
-)
+from akter.errors import CorruptRecord, Defect, InvalidInput
 from akter.ids import ActorRef, ExecutionId
 from akter.outbox import queries as outbox_queries
 from akter.outbox.intents import decode_caller
@@ -102,6 +98,8 @@ from akter.workflow.driver import (
 from akter.workflow.exits import Ok, Raise
 from akter.workflow.step_params import key_params as _key_params
 from akter.workflow.step_params import record_params as _record_params
+from akter.workflow.step_params import settle_params as _settle_params
+from akter.workflow.step_params import step_row as _row
 
 if TYPE_CHECKING:
     from akter.workflow.runner import WorkflowRunner
@@ -132,30 +130,6 @@ class Stale(BaseException):
     ``BaseException`` so that no ``except Exception`` between the fenced write and ``Pass.run``
     (an attempt's handler of the activity's own errors, a loop that logs and goes on) can take it
     for a failure; only ``Pass.run`` catches it, and abandons the pass quietly."""
-
-
-def _settle_params(settles: list[tuple[StepKey, int, bytes]]) -> dict[str, Any]:
-    """The parallel arrays of attempts to settle, as the statements that settle take them."""
-    return {
-        "steps": [k.step for k, _, _ in settles],
-        "scopes": [k.scope for k, _, _ in settles],
-        "occurrences": [k.occurrence for k, _, _ in settles],
-        "attempts": [a for _, a, _ in settles],
-        "exits": [e for _, _, e in settles],
-    }
-
-
-def _row(r: dict[str, Any]) -> StepRow:
-    return StepRow(
-        key=StepKey(r["step"], r["scope"], r["occurrence"]),
-        attempt=r["attempt"],
-        kind=r["kind"],
-        exit=None if r["exit"] is None else codec.decode_primitive(bytes(r["exit"])),
-        due_ms=r["due_ms"],
-        started_ms=r["started_ms"] or 0,
-        cursor=r["wait_cursor"],
-        scanned=r["scanned"],
-    )
 
 
 class Pass:
@@ -612,7 +586,7 @@ class Pass:
         )
         token = activity.set_context(ctx)
         try:
-            value = await self._call(call.fn, call.args, call.kwargs, step.timeout)
+            value = await activity.invoke(call.fn, call.args, call.kwargs, step.timeout)
             exit_: dict[str, Any] = exits.encode_ok(value, step.success)
             # over the cap: this attempt's defect
             limits.check_result(step.workflow.actor, step.qualified_name, exit_["ok"])
@@ -654,23 +628,6 @@ class Pass:
         self.unsettled.append((key, attempt, encoded))
         self.writes += 1
         return StepRow(key, attempt, "activity", codec.decode_primitive(encoded), None, started_ms)
-
-    @staticmethod
-    async def _call(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], limit: Any) -> Any:
-        async def invoke() -> Any:
-            if inspect.iscoroutinefunction(fn):
-                return await fn(*args, **kwargs)
-            result = await asyncio.to_thread(fn, *args, **kwargs)
-            if inspect.isawaitable(result):
-                return await result
-            return result
-
-        if limit is None:
-            return await invoke()
-        try:
-            return await asyncio.wait_for(invoke(), limit.total_seconds())
-        except TimeoutError as exc:
-            raise Defect(f"attempt timed out after {limit}", error_type="TimeoutError") from exc
 
     def _rewrote(self, key: StepKey, *, exit_: bytes | None = None, scanned: int | None = None) -> None:
         """Record in the driver what a fenced write of the pass did to a clock's or wait's row
