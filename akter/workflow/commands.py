@@ -211,13 +211,3 @@ def _resume(turn: Turn[Any], payload: Resume) -> None:
 
 
 _resume.__annotations__ = {"turn": Turn, "payload": Resume, "return": None}
-
-
-def interrupted_note(by: str | None, reason: str | None) -> str:
-    """``interrupted by user:ann: the reason`` (the parts that were recorded)."""
-    text = "interrupted"
-    if by is not None:
-        text += f" by {by}"
-    if reason:
-        text += f": {' '.join(reason.split())}"
-    return text

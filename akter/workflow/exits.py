@@ -52,7 +52,6 @@ from akter.errors import (
     Interrupted,
     InvalidInput,
 )
-from akter.workflow.commands import interrupted_note
 
 
 @attrs.frozen
@@ -130,6 +129,16 @@ def decode(exit_: Any, as_type: Any, declared: Sequence[type[Exception]]) -> Out
             error = body.error if isinstance(body, Raise) else None
             return Raise(CompensationFailed(error, tuple(str(f) for f in failures)))
     raise CorruptRecord(f"recorded exit {exit_!r:.200} has no known tag and shape")
+
+
+def interrupted_note(by: str | None, reason: str | None) -> str:
+    """``interrupted by user:ann: the reason`` (the parts that were recorded)."""
+    text = "interrupted"
+    if by is not None:
+        text += f" by {by}"
+    if reason:
+        text += f": {' '.join(reason.split())}"
+    return text
 
 
 def _interrupted(asked: Any) -> Interrupted:
