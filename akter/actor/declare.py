@@ -15,20 +15,18 @@ import inspect
 import re
 import typing
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
+from typing import Any, Generic, Protocol, TypeVar, overload
 
 import attrs
 
 from akter import codec, tagged
 from akter.actor.limits import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RESULT_BYTES
+from akter.actor.query import Query, View, recent_problems
+from akter.actor.turn import Turn
 from akter.actor.upgrade import Upgrade, chain_of, declaration_problems
 from akter.callers import Anonymous, Caller, System, User
 from akter.errors import DeclarationError, Defect
 from akter.ids import MAX_ACTOR_TYPE_BYTES
-
-if TYPE_CHECKING:
-    from akter.actor.query import Query, View
-    from akter.actor.turn import Turn
 
 S = TypeVar("S")
 I = TypeVar("I")  # noqa: E741 -- the conventional name of a command's input type
@@ -358,7 +356,6 @@ class Actor(Generic[S]):
         """Declare a read-only query (``akter.actor.query``): ``def handler(view, payload) ->
         output`` runs on the actor's last committed state and its ``recent`` last events, with
         no transaction that writes, no receipt and no row lock."""
-        from akter.actor.query import Query, recent_problems
 
         def register(handler: Callable[[View[S], Any], Any]) -> Query[S, Any, Any]:
             query_name = str(name or getattr(handler, "__name__", ""))

@@ -24,13 +24,11 @@ This module imports nothing that imports the kernel: ``akter.actor.staged`` uses
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from akter import codec
+from akter.actor._types import Actor, Command
 from akter.errors import EventTooLarge, PayloadTooLarge, ResultTooLarge
-
-if TYPE_CHECKING:
-    from akter.actor.declare import Actor, Command
 
 KIB = 1024
 DEFAULT_MAX_PAYLOAD_BYTES = 256 * KIB
@@ -38,7 +36,7 @@ DEFAULT_MAX_EVENT_BYTES = 256 * KIB
 DEFAULT_MAX_RESULT_BYTES = 256 * KIB
 
 
-def payload_within_cap(command: Command[Any, Any, Any], body: bytes) -> bytes:
+def payload_within_cap(command: Command[Any], body: bytes) -> bytes:
     """A command payload's canonical JSON, refused when over its actor type's cap."""
     limit = command.actor.max_payload_bytes
     if len(body) > limit:
@@ -46,12 +44,12 @@ def payload_within_cap(command: Command[Any, Any, Any], body: bytes) -> bytes:
     return body
 
 
-def payload_json(command: Command[Any, Any, Any], primitive: Any) -> bytes:
+def payload_json(command: Command[Any], primitive: Any) -> bytes:
     """The canonical JSON of a command payload (already unstructured), within the cap."""
     return payload_within_cap(command, codec.canonical_json(primitive))
 
 
-def check_payload(command: Command[Any, Any, Any], payload: object) -> None:
+def check_payload(command: Command[Any], payload: object) -> None:
     """Refuse a payload over its command's cap (for ``Turn.send`` and ``Turn.start``)."""
     payload_json(command, codec.to_primitive(payload, command.input))
 

@@ -24,7 +24,7 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Generic, LiteralString, TypeVar, cast
+from typing import Any, Generic, LiteralString, TypeVar, cast
 
 import attrs
 import psycopg
@@ -32,14 +32,12 @@ import psycopg_pool
 from returns.result import Failure, Result, Success
 
 from akter import codec
+from akter.actor._types import Actor
 from akter.actor.upgrade import read_state
 from akter.callers import Caller, Principal, principal_of
 from akter.errors import AccessDenied, CorruptRecord, DatabaseUnavailable, Defect, InvalidInput
 from akter.ids import ActorRef
 from akter.store.sqlstate import is_connection_lost
-
-if TYPE_CHECKING:
-    from akter.actor.declare import Actor
 
 S = TypeVar("S")
 I = TypeVar("I")  # noqa: E741 -- a query's input type, named as in declare.py

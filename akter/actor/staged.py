@@ -22,19 +22,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from types import NoneType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 from cattrs.errors import CattrsError
 
 from akter import codec
+from akter.actor._types import Command, Turn
 from akter.actor.limits import payload_within_cap
 from akter.errors import CorruptRecord, InvalidInput, InvalidTimerKey
 from akter.ids import ActorRef
-
-if TYPE_CHECKING:
-    from akter.actor.declare import Command
-    from akter.actor.turn import Turn
 
 LAYER = "outbox"
 MAX_KEY_BYTES = 200
@@ -88,7 +85,7 @@ def check_key(key: object, *, internal: bool = False) -> str:
     return key
 
 
-def _target(turn: Turn[Any], target: str | ActorRef, command: Command[Any, Any, Any]) -> ActorRef:
+def _target(turn: Turn, target: str | ActorRef, command: Command[Any]) -> ActorRef:
     if isinstance(target, ActorRef):
         if target.tenant != turn.ref.tenant:
             raise InvalidInput(
@@ -129,9 +126,9 @@ def _timing(after: timedelta | None, at: datetime | None) -> tuple[int | None, i
 
 
 def build_send(
-    turn: Turn[Any],
+    turn: Turn,
     target: str | ActorRef,
-    command: Command[Any, Any, Any],
+    command: Command[Any],
     payload: object,
     *,
     after: timedelta | None = None,
@@ -184,9 +181,9 @@ def decode_payload(data: bytes, expected: Any) -> object:
 
 
 def stage_internal(
-    turn: Turn[Any],
+    turn: Turn,
     target: str | ActorRef,
-    command: Command[Any, Any, Any],
+    command: Command[Any],
     payload: object,
     *,
     key: str | None = None,
@@ -198,6 +195,6 @@ def stage_internal(
     turn.stage(LAYER, build_send(turn, target, command, payload, after=after, at=at, key=key, internal=True))
 
 
-def cancel_internal(turn: Turn[Any], key: str) -> None:
+def cancel_internal(turn: Turn, key: str) -> None:
     """For akter's own layers: cancel this actor's pending intent under a reserved key."""
     turn.stage(LAYER, Cancel(check_key(key, internal=True)))

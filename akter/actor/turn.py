@@ -11,16 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from akter import codec
 from akter.actor import staged
+from akter.actor._types import Actor, Command
 from akter.callers import Caller, Principal, principal_of
 from akter.errors import Defect, InvalidInput, TurnClosed
 from akter.ids import ActorRef
-
-if TYPE_CHECKING:
-    from akter.actor.declare import Actor, Command
 
 S = TypeVar("S")
 I = TypeVar("I")  # noqa: E741 -- a command's input type, as in declare.py
@@ -126,7 +124,7 @@ class Turn(Generic[S]):
     def send(
         self,
         target: str | ActorRef,
-        command: Command[Any, I, Any],
+        command: Command[I],
         payload: I,
         *,
         after: timedelta | None = None,

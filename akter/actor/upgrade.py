@@ -32,16 +32,14 @@ exactly when an upgrade from the stored shape is declared.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import attrs
 
 from akter import codec
+from akter.actor._types import Actor
 from akter.errors import Defect
 from akter.fingerprint import fingerprint, shape
-
-if TYPE_CHECKING:
-    from akter.actor.declare import Actor
 
 Old = TypeVar("Old")
 
