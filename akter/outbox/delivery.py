@@ -49,13 +49,13 @@ from akter.errors import CommandExpired, UndeliverableIntent
 from akter.ids import ActorRef, CommandId
 from akter.outbox import queries
 from akter.outbox.intents import decode_caller
+from akter.outbox.settings import RelaySettings
 from akter.store.sqlstate import is_connection_lost
 
 if TYPE_CHECKING:
     import uuid
 
     from akter.actor.sender import Sender
-    from akter.outbox.relay import RelaySettings
 
 log = logging.getLogger("akter.relay")
 
