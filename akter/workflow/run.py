@@ -8,6 +8,9 @@ and interrupts: it sends the member's interrupt command (a turn, ``commands.py``
 of the handle or client it came from, so the actor's access policy decides and the execution
 records who asked. Ids are checked before anything is read: a malformed id, another tenant's,
 or another member's is ``InvalidExecutionId``.
+
+The sync facade (``SyncWorkflowClient``) blocks on the engine's loop; its ``with_connection(conn)``
+writes sends and starts inside the application's transaction instead, in the calling thread.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ import base64
 import binascii
 import logging
 import time
+from collections.abc import Coroutine
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, LiteralString, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, LiteralString, Protocol, Self, TypeVar
 
 import attrs
 import psycopg
@@ -26,15 +30,15 @@ from psycopg.rows import dict_row
 from returns.result import Result
 
 from akter import codec
-from akter.actor.client import ActorHandle, Client, SyncActorHandle, SyncClient
-from akter.actor.declare import Actor
-from akter.actor.joined import JoinedSender, check_connection
+from akter.actor.client import ActorHandle, Client, SyncActorHandle, SyncClient, _Portal
+from akter.actor.declare import Actor, Command
+from akter.actor.joined import Inline, JoinedSender, check_connection
 from akter.callers import Anonymous, Caller
-from akter.errors import CorruptRecord, InvalidExecutionId, InvalidInput
+from akter.errors import CorruptRecord, InvalidExecutionId, InvalidInput, ResultTimeout
 from akter.ids import ActorRef, CommandId, ExecutionId, check_execution_key
 from akter.store.listener import Noted
 from akter.store.sqlstate import is_connection_lost
-from akter.workflow import exits, prefix, queries
+from akter.workflow import deadline, exits, prefix, queries
 from akter.workflow.commands import Interrupt, decode_interrupter, parse_for
 from akter.workflow.declare import Workflow
 from akter.workflow.schedule_admin import Schedules, SyncSchedules
@@ -42,11 +46,11 @@ from akter.workflow.schedule_admin import Schedules, SyncSchedules
 if TYPE_CHECKING:
     from akter.actor.sender import Sender
     from akter.store.listener import Listener
-    from akter.workflow.joined import SyncJoinedClient
 
 S = TypeVar("S")
 I = TypeVar("I")  # noqa: E741 -- a workflow's input type
 O = TypeVar("O")  # noqa: E741 -- the conventional name of an output type
+T = TypeVar("T")
 
 log = logging.getLogger("akter")
 
@@ -147,8 +151,6 @@ class Run(Generic[O]):
     async def result(self, timeout: float | timedelta | None = None) -> Result[O, Exception]:
         """Wait for the outcome: ``Success(output)`` or ``Failure(error)`` — a declared error,
         ``Interrupted``, or a ``Defect``. ``ResultTimeout`` if ``timeout`` passes first."""
-        from akter.errors import ResultTimeout
-
         if self._handed is not None:
             return decode_result(self.workflow, self._handed)
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
@@ -238,8 +240,6 @@ class WorkflowActorHandle(ActorHandle[S]):
         execution (``key_policy.py``). ``timeout``: interrupt the execution if it has not
         finished that long after its start (``deadline.py``); the workflow's declared timeout
         otherwise."""
-        from akter.workflow import deadline
-
         timeout_ms = deadline.check_timeout(timeout, "start(timeout=)")
         if not isinstance(workflow, Workflow) or workflow.actor is not self.actor:
             raise InvalidExecutionId(f"{workflow!r} is not a workflow member of {self.actor.name}")
@@ -326,7 +326,29 @@ class SyncRun(Generic[O]):
         self._loop.run(self._run.interrupt(command_id=command_id, reason=reason))
 
 
+class Portal(Protocol):
+    """Runs a coroutine to its end for a caller that blocks: the engine's loop thread
+    (``akter.actor.client``), or the calling thread itself (``akter.actor.joined.Inline``)."""
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T: ...
+
+
 class SyncWorkflowActorHandle(SyncActorHandle[S]):
+    """``WorkflowActorHandle``, blocking. Its sends and starts run on ``writes``: the engine's
+    loop, or, for a client joined to the application's transaction (``with_connection``), the
+    calling thread, on the application's connection. What does not write (a ``SyncRun``'s
+    ``poll()`` and ``result()``, queries, subscriptions) runs on the engine and reads committed
+    data."""
+
+    def __init__(self, loop: _Portal, handle: ActorHandle[S], writes: Portal | None = None) -> None:
+        super().__init__(loop, handle)
+        self._writes = writes or loop
+
+    def send(
+        self, command: Command[S, I, O], payload: I, *, command_id: str | None = None
+    ) -> Result[O, Exception]:
+        return self._writes.run(self._handle.send(command, payload, command_id=command_id))
+
     def start(
         self,
         workflow: Workflow[I, O],
@@ -335,46 +357,50 @@ class SyncWorkflowActorHandle(SyncActorHandle[S]):
         command_id: str | None = None,
         timeout: timedelta | None = None,
     ) -> SyncRun[O]:
-        handle = self._handle
-        if not isinstance(handle, WorkflowActorHandle):  # the sync facade wraps what the async one made
-            raise TypeError(f"expected a WorkflowActorHandle, got {type(handle).__name__}")
-        started = handle.start(workflow, payload, command_id=command_id, timeout=timeout)
-        return SyncRun(self._loop, self._loop.run(started))
+        started = self._workflows().start(workflow, payload, command_id=command_id, timeout=timeout)
+        return SyncRun(self._loop, self._writes.run(started))
 
     def run(self, workflow: Workflow[Any, O], execution_id: str) -> SyncRun[O]:
+        return SyncRun(self._loop, self._workflows().run(workflow, execution_id))
+
+    def _workflows(self) -> WorkflowActorHandle[S]:
         handle = self._handle
         if not isinstance(handle, WorkflowActorHandle):  # the sync facade wraps what the async one made
             raise TypeError(f"expected a WorkflowActorHandle, got {type(handle).__name__}")
-        return SyncRun(self._loop, handle.run(workflow, execution_id))
+        return handle
 
 
 class SyncWorkflowClient(SyncClient):
+    """``WorkflowClient``, blocking; ``writes`` as for ``SyncWorkflowActorHandle``."""
+
+    def __init__(self, loop: _Portal, client: Client, writes: Portal | None = None) -> None:
+        super().__init__(loop, client)
+        self._writes = writes or loop
+
     def actor(
         self, actor: Actor[S], actor_id: str, *, tenant: str, caller: Caller | None = None
     ) -> SyncWorkflowActorHandle[S]:
         return SyncWorkflowActorHandle(
-            self._loop, self._client.actor(actor, actor_id, tenant=tenant, caller=caller)
+            self._loop, self._client.actor(actor, actor_id, tenant=tenant, caller=caller), self._writes
         )
 
     def run(self, workflow: Workflow[Any, O], execution_id: str, *, tenant: str) -> SyncRun[O]:
-        client = self._client
-        if not isinstance(client, WorkflowClient):  # the sync facade wraps what the async one made
-            raise TypeError(f"expected a WorkflowClient, got {type(client).__name__}")
-        return SyncRun(self._loop, client.run(workflow, execution_id, tenant=tenant))
+        return SyncRun(self._loop, self._workflows().run(workflow, execution_id, tenant=tenant))
 
     @property
     def schedules(self) -> SyncSchedules:
+        return SyncSchedules(self._loop, self._workflows().schedules)
+
+    def with_connection(self, conn: psycopg.Connection[Any]) -> SyncWorkflowClient:
+        """A client whose sends and starts are written inside ``conn``'s transaction, which the
+        application owns, in the calling thread (``akter.actor.joined``), so a Django view's
+        transaction and akter's writes are one transaction on one connection."""
+        client = self._workflows()
+        check_connection(conn, client.sender.session.url, sync=True)
+        return SyncWorkflowClient(self._loop, client._rebind(JoinedSender(client.sender, conn)), Inline())
+
+    def _workflows(self) -> WorkflowClient:
         client = self._client
         if not isinstance(client, WorkflowClient):  # the sync facade wraps what the async one made
             raise TypeError(f"expected a WorkflowClient, got {type(client).__name__}")
-        return SyncSchedules(self._loop, client.schedules)
-
-    def with_connection(self, conn: psycopg.Connection[Any]) -> SyncJoinedClient:
-        """A client whose sends and starts are written inside ``conn``'s transaction, which
-        the application owns, in the calling thread (``akter.workflow.joined``)."""
-        from akter.workflow.joined import SyncJoinedClient
-
-        client = self._client
-        check_connection(conn, client.sender.session.url, sync=True)
-        inner = client._rebind(JoinedSender(client.sender, conn))
-        return SyncJoinedClient(self._loop, inner)
+        return client
