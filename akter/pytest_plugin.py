@@ -16,7 +16,7 @@ faster than migrating) and drops it afterwards. Tests under ``tests/integration/
 ``integration`` automatically.
 
 Fixtures: ``admin_url`` (session), ``template_database`` (session), ``database_url`` (function),
-``explorer`` (function: the crash-point explorer on ``database_url``, ``akter.explore.Explorer``).
+``explorer`` (function: the crash-point explorer on ``database_url``, ``akter.testing.Explorer``).
 
 Every test also checks, when it ends, that no connection akter opened outside a pool (a relay's
 heartbeat, listener or release connection: ``akter.store.connections``) is still open: a test
@@ -38,7 +38,7 @@ from psycopg import sql
 from psycopg.rows import TupleRow
 
 if TYPE_CHECKING:
-    from akter.explore import Explorer
+    from akter.testing import Explorer
 
 ENV_TEST_DATABASE_URL: Final = "AKTER_TEST_DATABASE_URL"
 ENV_TEST_DATA_DIR: Final = "AKTER_TEST_DATA_DIR"
@@ -161,7 +161,7 @@ def explorer(database_url: str) -> Explorer:
 
     The App names the actor types; the exploration runs on ``database_url`` whatever database
     the App itself is configured with."""
-    from akter.explore import Explorer
+    from akter.testing import Explorer
 
     return Explorer(database_url)
 

@@ -6,7 +6,7 @@ import pytest
 from returns.result import Failure, Success
 
 from akter.errors import ActivityOutcomeUnknown
-from akter.explore import ExploreReport, Run
+from akter.testing._explore import ExploreReport, Run
 
 BASELINE = Run(None, 0, Success(3), receipts=2, probed=1, hits={"workflow.before_settle": 2})
 

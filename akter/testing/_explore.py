@@ -49,6 +49,7 @@ from akter.errors import ActivityOutcomeUnknown, ConfigurationError
 from akter.faults import Pause
 from akter.ids import CommandId
 from akter.outbox.queries import LIVE_MEMBERS
+from akter.testing._clock import Clock
 
 if TYPE_CHECKING:
     from akter.actor.declare import Actor
@@ -377,9 +378,7 @@ class _Explorer:
         """Run until the crash point is reached (True) or the execution finished (False), the
         clock skipping to its next timer whenever nothing is due; a string says why neither
         happened."""
-        from akter import testing
-
-        clock = testing.Clock(self.url, conn=self.conn)
+        clock = Clock(self.url, conn=self.conn)
         for _ in range(MAX_CLOCK_JUMPS):
             waits = [asyncio.ensure_future(relay.idle())]
             if crash is not None:
