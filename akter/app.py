@@ -27,7 +27,6 @@ from contextlib import asynccontextmanager, contextmanager
 from datetime import timedelta
 from typing import Any
 
-from akter import telemetry
 from akter.actor.client import _LoopThread, _Portal
 from akter.actor.declare import Actor
 from akter.actor.kernel import TurnHook
@@ -39,6 +38,7 @@ from akter.errors import (
     DeclarationError,
 )
 from akter.operate.client import OperatorClient, SyncOperatorClient
+from akter.operate.gauges import observe_database
 from akter.outbox.intents import OutboxHook
 from akter.outbox.relay import Relay, RelayPlugin, RelaySettings
 from akter.workflow import children, schedules
@@ -303,7 +303,7 @@ class App:
             relay = Relay(engine.sender, settings, plugins=self.plugins_for_relay())
             # a relay reports the database's gauges (executions by status, the outbox backlog)
             # to whatever OpenTelemetry SDK the process configured; with none, nothing reads them
-            gauges = telemetry.observe_database(engine.session.url)
+            gauges = observe_database(engine.session.url)
             try:
                 await relay.start()
                 yield relay

@@ -12,8 +12,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from akter import demo, telemetry, testing
+from akter import demo, testing
 from akter.ids import ActorRef
+from akter.operate import gauges as db_gauges
 from tests.integration.conftest import Peek
 from tests.integration.otel_support import install, metric_points
 from tests.integration.workflow_support import quiet
@@ -40,8 +41,8 @@ def ticks() -> Ticks:
 
 
 @pytest.fixture
-def gauges(database_url: str, ticks: Ticks) -> Iterator[telemetry.DatabaseGauges]:
-    source = telemetry.observe_database(database_url, every=15, clock=ticks)
+def gauges(database_url: str, ticks: Ticks) -> Iterator[db_gauges.DatabaseGauges]:
+    source = db_gauges.observe_database(database_url, every=15, clock=ticks)
     yield source
     source.close()
 
@@ -51,7 +52,7 @@ def _gauge(name: str) -> dict[tuple[tuple[str, object], ...], Any]:
 
 
 async def test_the_gauges_report_what_the_database_holds(
-    database_url: str, peek: Peek, gauges: telemetry.DatabaseGauges, ticks: Ticks
+    database_url: str, peek: Peek, gauges: db_gauges.DatabaseGauges, ticks: Ticks
 ) -> None:
     app = demo.make_app(database_url)
     async with app.relay() as relay, app.client() as client:
@@ -116,7 +117,7 @@ async def test_the_gauges_report_what_the_database_holds(
 
 
 def test_a_database_that_cannot_be_read_reports_nothing_and_raises_nothing() -> None:
-    source = telemetry.observe_database("postgresql://nobody@127.0.0.1:1/none", every=3600, timeout=1)
+    source = db_gauges.observe_database("postgresql://nobody@127.0.0.1:1/none", every=3600, timeout=1)
     try:
         assert _gauge("akter.outbox.parked") == {}
         assert source.reads == 1
@@ -129,8 +130,8 @@ def test_a_database_that_cannot_be_read_reports_nothing_and_raises_nothing() -> 
 
 def test_bucket_ranges_must_divide_the_buckets() -> None:
     with pytest.raises(ValueError, match="power of two"):
-        telemetry.DatabaseGauges("postgresql://", ranges=10)
-    assert telemetry.DatabaseGauges("postgresql://", ranges=4).range_name(3) == "64..127"
+        db_gauges.DatabaseGauges("postgresql://", ranges=10)
+    assert db_gauges.DatabaseGauges("postgresql://", ranges=4).range_name(3) == "64..127"
 
 
 # ---- the plans on big tables -----------------------------------------------------------------
@@ -175,12 +176,12 @@ async def test_no_gauge_read_scans_a_big_table(database_url: str, peek: Peek) ->
     await peek.conn.execute(_OUTBOX, {"n": 60_000})
     await peek.conn.execute("ANALYZE actor_workflow_executions")
     await peek.conn.execute("ANALYZE actor_outbox")
-    source = telemetry.DatabaseGauges(database_url)
+    source = db_gauges.DatabaseGauges(database_url)
     statements = {
-        "executions by status": (telemetry.EXECUTIONS_BY_STATUS, {}),
-        "blocked": (telemetry.BLOCKED, {}),
-        "parked": (telemetry.PARKED, {}),
-        "backlog": (telemetry.BACKLOG, {"width": source.width, "cap": source.cap}),
+        "executions by status": (db_gauges.EXECUTIONS_BY_STATUS, {}),
+        "blocked": (db_gauges.BLOCKED, {}),
+        "parked": (db_gauges.PARKED, {}),
+        "backlog": (db_gauges.BACKLOG, {"width": source.width, "cap": source.cap}),
     }
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
         for name, (sql, params) in statements.items():
@@ -199,7 +200,7 @@ async def test_no_gauge_read_scans_a_big_table(database_url: str, peek: Peek) ->
     assert snapshot.parked == len([i for i in range(1, 60_001) if i % 97 == 0 and i % 50 != 0])
     assert all(age is not None and age >= 60 for _, age in snapshot.backlog.values())
     # a pile-up is counted up to the cap per bucket: the read stays bounded
-    capped = telemetry.DatabaseGauges(database_url, cap=2)
+    capped = db_gauges.DatabaseGauges(database_url, cap=2)
     buckets_due = {(i % 256) - 128 for i in range(50, 60_001, 50)}
     assert sum(n for n, _ in capped.read().backlog.values()) == 2 * len(buckets_due)
 
