@@ -29,7 +29,8 @@ from akter.actor import subscribe
 from akter.actor.declare import Actor, Command
 from akter.actor.joined import JoinedSender, check_connection
 from akter.actor.kernel import Committed
-from akter.actor.query import Event, Query, run_query
+from akter.actor.query import Event, Query
+from akter.actor.snapshot import run_query
 from akter.callers import Anonymous, Caller
 from akter.errors import InvalidInput
 from akter.ids import ActorRef, CommandId
