@@ -405,7 +405,7 @@ class _Explorer:
 
 
 def _key(row: tuple[Any, ...]) -> str:
-    from akter.workflow.driver import StepKey
+    from akter.workflow.history import StepKey
 
     return str(StepKey(row[0], row[1], row[2]))
 

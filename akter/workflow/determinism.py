@@ -53,7 +53,7 @@ from akter.workflow.effects import Effect
 
 if TYPE_CHECKING:
     from akter.workflow.context import WorkflowContext
-    from akter.workflow.driver import StepKey, StepRow
+    from akter.workflow.history import StepKey, StepRow
 
 #: built-in step names start with ``@``, which a declared step name cannot contain
 BUILTIN_PREFIX = "@"

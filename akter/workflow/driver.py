@@ -42,7 +42,7 @@ for end-of-execution work).
 from __future__ import annotations
 
 from collections.abc import Coroutine
-from typing import Any, NamedTuple
+from typing import Any
 
 import attrs
 from returns.maybe import Nothing, Some
@@ -56,46 +56,9 @@ from akter.workflow.declare import ActivityStep, Workflow
 from akter.workflow.determinism import Now, RecordNow, resolve_now
 from akter.workflow.effects import ActivityCall, All, Effect, Race, Sleep, Wait, as_coroutine
 from akter.workflow.exits import Ok, Outcome, Raise
-
-#: the scope of the fiber that runs compensations and finalizers once the body has ended
-FINISH_SCOPE = "f/"
-
-
-class StepKey(NamedTuple):
-    """One occurrence of a declared step: ``step`` awaited for the ``occurrence``-th time in
-    ``scope``."""
-
-    step: str
-    scope: str = ""
-    occurrence: int = 1
-
-    def __str__(self) -> str:
-        if self.scope.startswith(FINISH_SCOPE):
-            where = " in cleanup" + (
-                f" branch {self.scope[2:].rstrip('/')}" if self.scope != FINISH_SCOPE else ""
-            )
-        else:
-            where = f" in branch {self.scope.rstrip('/')}" if self.scope else ""
-        return f"{self.step}#{self.occurrence}{where}"
-
-
-@attrs.frozen
-class StepRow:
-    """One recorded step row (one attempt of one occurrence), as the pass loaded or wrote it."""
-
-    key: StepKey
-    attempt: int
-    kind: str
-    exit: dict[str, Any] | None
-    due_ms: int | None = None
-    started_ms: int = 0
-    cursor: int | None = None
-    scanned: int | None = None
-
-    @property
-    def step(self) -> str:
-        return self.key.step
-
+from akter.workflow.history import FINISH_SCOPE as FINISH_SCOPE  # noqa: PLC0414 -- re-exported: the engine and tools import it here
+from akter.workflow.history import StepKey as StepKey  # noqa: PLC0414 -- the engine and tools import it here
+from akter.workflow.history import StepRow as StepRow  # noqa: PLC0414 -- the engine and tools import it here
 
 # ---- needs: what the driver asks the pass to do -------------------------------------------
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from akter import codec
-from akter.workflow.driver import StepKey, StepRow
+from akter.workflow.history import StepKey, StepRow
 
 
 def key_params(key: StepKey) -> dict[str, Any]:

@@ -35,7 +35,6 @@ WORKFLOW_CYCLE = frozenset(
         "akter.workflow.prefix",
         "akter.workflow.runner",
         "akter.workflow.schedules",
-        "akter.workflow.step_params",
         "akter.workflow.waiting",
     }
 )
