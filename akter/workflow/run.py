@@ -342,7 +342,7 @@ class SyncWorkflowActorHandle(SyncActorHandle[S]):
 
     def __init__(self, loop: _Portal, handle: ActorHandle[S], writes: Portal | None = None) -> None:
         super().__init__(loop, handle)
-        self._writes = writes or loop
+        self._writes = loop if writes is None else writes
 
     def send(
         self, command: Command[S, I, O], payload: I, *, command_id: str | None = None
@@ -375,7 +375,7 @@ class SyncWorkflowClient(SyncClient):
 
     def __init__(self, loop: _Portal, client: Client, writes: Portal | None = None) -> None:
         super().__init__(loop, client)
-        self._writes = writes or loop
+        self._writes = loop if writes is None else writes
 
     def actor(
         self, actor: Actor[S], actor_id: str, *, tenant: str, caller: Caller | None = None
