@@ -260,18 +260,6 @@ _SETTLES = (
     "%(steps)s::text[], %(scopes)s::text[], %(occurrences)s::int[], %(attempts)s::int[], %(exits)s::bytea[]"
 )
 
-# One statement per step boundary (sql/010): settle what the pass ran, then write the next
-# attempt pending before its work starts (a rerun finds its own row and reuses it; an attempt
-# another runner settled returns its exit), with the recovery timer armed %(recovery)s after the
-# database clock unless one is due sooner.
-BEGIN: LiteralString = (
-    "SELECT fenced, settled, started_ms, exit FROM akter_wf_begin("
-    + _FENCED_ARGS
-    + ", %(bucket)s::smallint, "
-    + _SETTLES
-    + ", %(step)s, %(scope)s, %(occurrence)s, %(attempt)s, %(recovery)s)"
-)
-
 # Settle what the pass ran, before it waits for anything but its own writes (sql/010).
 SETTLE_STEPS: LiteralString = (
     "SELECT fenced, settled FROM akter_wf_settle_steps(" + _FENCED_ARGS + ", " + _SETTLES + ")"

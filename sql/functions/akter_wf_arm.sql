@@ -1,17 +1,6 @@
--- OpenTelemetry trace context travels with the work (akter.telemetry): the W3C traceparent (and
--- tracestate) of the span that staged an intent or started an execution, as a small JSON object
--- of those header names to their values. Ids only, never baggage or attributes (invariant 11).
--- NULL when no tracing was configured where the work began.
---   actor_outbox.trace_context                the relay delivers the intent inside that trace
---   actor_workflow_executions.trace_context   copied to the execution's timer each time it is
---                                             armed, so every resume and pass joins the trace
---                                             the execution started in, in whichever process
-ALTER TABLE actor_outbox ADD COLUMN trace_context text;
-ALTER TABLE actor_workflow_executions ADD COLUMN trace_context text;
-
--- Every timer akter_wf_arm (sql/005) arms for an execution carries the execution's trace
--- context too, as the statements in akter.workflow.queries do: a resume after a suspension joins
--- the trace that started the execution.
+-- Arm (insert or replace) an execution's keyed timer ('wf:<execution id>') at p_due (NULL: now),
+-- as its resume. The timer carries the execution's principal and trace context: a resume after
+-- a suspension joins the trace that started the execution.
 CREATE OR REPLACE FUNCTION akter_wf_arm(p_rk bigint, p_eid text, p_bucket smallint, p_due timestamptz)
 RETURNS void
 LANGUAGE plpgsql AS $$

@@ -2,19 +2,19 @@
 -- turn, which runs the body's in-memory prefix, writes the execution already finished — the row
 -- a start inserts (queries.START: its event cursor at the owner's sequence before this turn's
 -- events) as a pass's finish leaves it (akter_wf_finish: outcome, result, finished_at, and the
--- akter_finished notification). It carries what a started execution would carry by then: its
+-- finish's notification). It carries what a started execution would carry by then: its
 -- deadline (p_timeout_ms; the deadline's intent is never armed, the execution being finished)
 -- and its parent (what the start's link, children.LINK, writes). No timer is armed and no
 -- generation taken: no pass runs. Returns false, writing nothing, when the execution exists
 -- already (a repeated keyed start attaches to it).
 --
--- A child is inserted running and then finished, so that the finish's trigger (sql/016) puts
--- the resume of its parent in its outbox exactly as a pass's finish does. Any other execution is
--- inserted finished: one row version and one set of index entries instead of two (the update
--- would change the status every partial index of executions is defined on); the finish
--- triggers it skips have nothing to do for it (sql/015's deadline intent was never armed; no
--- parent to resume, no interrupt to pass on).
-CREATE FUNCTION akter_wf_start_finished(
+-- A child is inserted running and then finished, so that the finish's trigger
+-- (akter_wf_child_finished) puts the resume of its parent in its outbox exactly as a pass's
+-- finish does. Any other execution is inserted finished: one row version and one set of index
+-- entries instead of two (the update would change the status every partial index of executions
+-- is defined on); the finish triggers it skips have nothing to do for it (the deadline's intent
+-- was never armed; no parent to resume, no interrupt to pass on).
+CREATE OR REPLACE FUNCTION akter_wf_start_finished(
     p_rk bigint, p_tenant text, p_actor_type text, p_actor_id text, p_eid text, p_workflow text,
     p_key text, p_manifest_hash text, p_payload bytea, p_principal bytea, p_versions jsonb,
     p_trace text, p_timeout_ms bigint, p_parent text, p_parent_type text, p_parent_actor_id text,

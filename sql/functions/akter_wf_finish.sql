@@ -1,29 +1,19 @@
--- A finish's notification carries a small result, so a client waiting in another process
--- (run.result(), akter.workflow.run) needs no read after the wake.
+-- Finish: the first terminal write wins; steps still pending (an abandoned branch's, an attempt
+-- whose outcome is unknown) are settled with p_pending_exit, or all steps deleted (p_drop_steps);
+-- the timer is deleted; waiting clients are notified, in the finishing transaction (delivered at
+-- its commit). The triggers on the execution's status do the rest (the deadline's intent, the
+-- parent's resume, the children's interrupts, the pause cleared).
 --
--- akter_wf_finish (sql/005) as before, except that, before its plain notification on
--- akter_finished (payload: the execution id, unchanged, which every release's listener
--- understands), it sends one on akter_result whose payload is
+-- The notification on akter_result carries the result, so a client waiting in another process
+-- (run.result(), akter.workflow.run) needs no read after the wake. Its payload is
 --
 --     <run number>.<base64 of the stored result> <execution id>
 --
 -- when the outcome is not 'interrupted' (that result names who asked, which the row holds) and
--- the whole payload fits in result_note_max bytes (1,024). Both are
--- sent in the finishing transaction, so both are delivered at its commit, in this order; a
--- larger result, or a listener that does not decode the note, falls back to the read it always
--- made on the plain notification. The run number lets a waiter ignore a note of a run older
--- than the one it read (a keyed start may begin a new run under the same id, sql/015).
---
--- Why 1,024 and not NOTIFY's own limit (just under 8,000): every notification sits in the
--- server's one notification queue until the slowest listener of the database has read it, and a
--- full queue makes every committing NOTIFY fail — every finish. A note several times the size of
--- the plain one fills that queue several times faster when a listener stops reading; 1,024 bytes
--- bounds that at about ten times, and still carries the small results a caller waits on (an id,
--- an amount, a status). A note is also visible to any role that may LISTEN on the database,
--- which is any role that may connect to it: docs/operations.md says so.
-CREATE FUNCTION akter_wf_result_note_max() RETURNS integer
-LANGUAGE sql IMMUTABLE AS 'SELECT 1024';
-
+-- the whole payload fits in akter_wf_result_note_max() bytes. The run number lets a waiter
+-- ignore a note of a run older than the one it read (a keyed start may begin a new run under
+-- the same id, akter_wf_new_run). The plain notification on akter_finished (the execution id)
+-- tells a waiter whose result did not fit to read it.
 CREATE OR REPLACE FUNCTION akter_wf_finish(
     p_rk bigint, p_tenant text, p_actor_type text, p_actor_id text, p_generation bigint,
     p_eid text, p_outcome text, p_result bytea, p_pending_exit bytea, p_drop_steps boolean,

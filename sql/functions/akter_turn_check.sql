@@ -11,57 +11,10 @@
 -- an actor it never saw, that the actor does not exist yet), no receipt for this command id, an
 -- id that has not expired, and a clock estimate close behind akter_now(). An error ends the batch
 -- before anything is written; the kernel rolls back and runs the turn the two-round-trip way
--- (akter_turn_load_versioned, below), which reports an expired id or replays a receipt as it
--- always did, and runs the handler again only when the state it loads is not the one the
--- handler ran on. So a wrong assumption costs a round trip, never a wrong turn.
-
--- akter_turn_load of sql/008 plus the actor's version, for the process's memory of the actor.
--- sql/008's procedure stays, unchanged, for processes of the previous release.
-CREATE PROCEDURE akter_turn_load_versioned(
-    p_rk bigint, p_tenant text, p_actor_type text, p_actor_id text, p_command_id text,
-    OUT event_seq bigint,
-    OUT state bytea,
-    OUT state_shape text,
-    OUT command text,
-    OUT payload_hash bytea,
-    OUT caller_key text,
-    OUT outcome bytea,
-    OUT now_ms bigint,
-    OUT version bigint
-)
-LANGUAGE plpgsql AS $$
-#variable_conflict use_column
-BEGIN
-    PERFORM FROM actor_generations g
-     WHERE g.routing_key = p_rk AND g.tenant = p_tenant
-       AND g.actor_type = p_actor_type AND g.actor_id = p_actor_id
-       FOR UPDATE;
-    IF NOT FOUND THEN
-        INSERT INTO actor_generations (routing_key, tenant, actor_type, actor_id)
-        VALUES (p_rk, p_tenant, p_actor_type, p_actor_id)
-        ON CONFLICT DO NOTHING;
-        PERFORM FROM actor_generations g
-         WHERE g.routing_key = p_rk AND g.tenant = p_tenant
-           AND g.actor_type = p_actor_type AND g.actor_id = p_actor_id
-           FOR UPDATE;
-    END IF;
-    SELECT g.event_seq, s.state, s.shape,
-           r.command, r.payload_hash, r.caller_key, r.outcome,
-           (extract(epoch FROM akter_now()) * 1000)::bigint, g.version
-      INTO event_seq, state, state_shape, command, payload_hash, caller_key, outcome, now_ms, version
-      FROM actor_generations g
-      LEFT JOIN actor_state s
-        ON s.routing_key = g.routing_key AND s.tenant = g.tenant
-       AND s.actor_type = g.actor_type AND s.actor_id = g.actor_id
-      LEFT JOIN actor_receipts r
-        ON r.routing_key = g.routing_key AND r.tenant = g.tenant
-       AND r.actor_type = g.actor_type AND r.actor_id = g.actor_id
-       AND r.command_id = p_command_id
-     WHERE g.routing_key = p_rk AND g.tenant = p_tenant
-       AND g.actor_type = p_actor_type AND g.actor_id = p_actor_id;
-END
-$$;
-
+-- (akter_turn_load_versioned), which reports an expired id or replays a receipt as it always
+-- did, and runs the handler again only when the state it loads is not the one the handler ran
+-- on. So a wrong assumption costs a round trip, never a wrong turn.
+--
 -- p_version NULL: the process assumes the actor does not exist yet (its row is created here,
 -- under its lock). p_state_md5 and p_shape: the md5 of the state the handler ran on and its
 -- shape (NULL: no state), compared with the stored row, so that a state changed by anything
@@ -69,7 +22,7 @@ $$;
 -- overwritten from memory. p_now_ms: the process's estimate of akter_now(), which the turn's
 -- hooks used (due times); it must be at most p_behind_ms behind the database clock and not
 -- ahead of it.
-CREATE PROCEDURE akter_turn_check(
+CREATE OR REPLACE PROCEDURE akter_turn_check(
     p_rk bigint, p_tenant text, p_actor_type text, p_actor_id text, p_command_id text,
     p_version bigint, p_state_md5 text, p_shape text, p_expires_ms bigint, p_now_ms bigint,
     p_behind_ms integer,

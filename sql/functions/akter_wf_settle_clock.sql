@@ -3,22 +3,17 @@
 -- A pass that holds a short sleep in process (passes.py, HOLD_MS) wakes on its estimate of the
 -- database clock. Every reading behind that estimate is akter_now() = statement_timestamp(): the
 -- moment the server received the statement that read it, so the estimate trails the server by
--- that statement's own server time (0.5–3 ms on a loaded 2-core machine), and the pass woke that
--- much late. Waking early instead would have the settle refused (due_at > akter_now()).
+-- that statement's own server time (0.5–3 ms on a loaded 2-core machine), and the pass would wake
+-- that much late. Waking early instead would have the settle refused (due_at > akter_now()).
 --
--- akter_wf_settle_clock lets the pass wake a little early: when the open clock step is due
--- within p_hold_ms of the database clock, the server waits out the remainder (pg_sleep) and then
--- settles it, fenced, on the clock read after the wait (clock_timestamp() plus the test offset of
--- akter_now()). So the sleep never ends before its due time, and ends within a millisecond or so
--- after it. A clock due further away (the offset moved, the estimate is far off) is not waited
--- for and not settled: the answer says when it is due and what the database clock read, and the
--- pass parks until then. The wait happens before the fence's row lock is taken: a sleeping pass
--- never holds the owner's lock.
-CREATE FUNCTION akter_clock_now() RETURNS timestamptz
-LANGUAGE sql VOLATILE PARALLEL SAFE
-AS $$ SELECT clock_timestamp() + (SELECT clock_offset FROM akter_clock) $$;
-
-CREATE FUNCTION akter_wf_settle_clock(
+-- So the pass wakes a little early: when the open clock step is due within p_hold_ms of the
+-- database clock, the server waits out the remainder (pg_sleep) and then settles it, fenced, on
+-- the clock read after the wait (akter_clock_now()). So the sleep never ends before its due
+-- time, and ends within a millisecond or so after it. A clock due further away (the offset
+-- moved, the estimate is far off) is not waited for and not settled: the answer says when it is
+-- due and what the database clock read, and the pass parks until then. The wait happens before
+-- the fence's row lock is taken: a sleeping pass never holds the owner's lock.
+CREATE OR REPLACE FUNCTION akter_wf_settle_clock(
     p_rk bigint, p_tenant text, p_actor_type text, p_actor_id text, p_generation bigint,
     p_eid text, p_step text, p_scope text, p_occurrence integer, p_exit bytea,
     p_hold_ms double precision,
