@@ -248,8 +248,6 @@ CREATE TABLE actor_workflow_executions (
     started_at           timestamptz NOT NULL,
     updated_at           timestamptz NOT NULL,
     finished_at          timestamptz,
-    -- how the execution's steps are keyed: 2, by scope and occurrence
-    history_format       smallint    NOT NULL DEFAULT 2,
     -- Recorded by the operator's actions (akter.operate), names only (invariant 11):
     --   interrupted_by    who asked for the interrupt, recorded by the first interrupt turn that
     --                     flagged it: the principal's key ('user:<subject>', 'anonymous'), or

@@ -39,7 +39,6 @@ HEAD_COLUMNS: Final = (
     "event_cursor",
     "status",
     "interrupt",
-    "history_format",
     "run_number",
     "pause",
     "failed_passes",
@@ -51,11 +50,11 @@ RESUME_HERE_HEAD: LiteralString = (
     queries.RESUME_HERE
     + """,
        h.workflow, h.key, h.manifest_hash, h.payload, h.principal, h.versions, h.event_cursor,
-       h.status, h.interrupt, h.history_format, h.run_number, h.pause, h.failed_passes, h.now_ms
+       h.status, h.interrupt, h.run_number, h.pause, h.failed_passes, h.now_ms
   FROM (SELECT 1) AS one
   LEFT JOIN (
     SELECT e.workflow, e.key, e.manifest_hash, e.payload, e.principal, e.versions, e.event_cursor,
-           'running' AS status, e.interrupt, e.history_format, e.run_number,
+           'running' AS status, e.interrupt, e.run_number,
            e.paused_at IS NOT NULL AS pause, e.failed_passes,
            (extract(epoch FROM akter_now()) * 1000)::bigint AS now_ms
       FROM actor_workflow_executions e

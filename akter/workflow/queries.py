@@ -237,7 +237,7 @@ OFFER_NOW: LiteralString = "SELECT akter_wf_arm(%(rk)s, %(eid)s, %(bucket)s::sma
 # A pass reads the execution and all its steps in one query.
 LOAD: LiteralString = """
 SELECT e.workflow, e.key, e.manifest_hash, e.payload, e.principal, e.versions, e.event_cursor,
-       e.status, e.interrupt, e.history_format, e.run_number, e.paused_at IS NOT NULL AS pause,
+       e.status, e.interrupt, e.run_number, e.paused_at IS NOT NULL AS pause,
        e.failed_passes,
        (extract(epoch FROM akter_now()) * 1000)::bigint AS now_ms,
        s.step, s.scope, s.occurrence, s.attempt, s.kind, s.exit,

@@ -27,7 +27,7 @@ BEGIN
     PERFORM akter_wf_end_run(p_rk, p_eid, 'continued');
     UPDATE actor_workflow_executions x
        SET payload = p_payload, manifest_hash = p_manifest_hash, versions = p_versions,
-           run_number = x.run_number + 1, run_started_at = akter_now(), history_format = 2,
+           run_number = x.run_number + 1, run_started_at = akter_now(),
            status = 'running', blocked_reason = NULL, updated_at = akter_now()
      WHERE x.routing_key = p_rk AND x.execution_id = p_eid;
     PERFORM akter_wf_arm(p_rk, p_eid, p_bucket, akter_now() + p_recovery);

@@ -17,7 +17,7 @@ BEGIN
     UPDATE actor_workflow_executions x
        SET payload = p_payload, principal = p_principal, manifest_hash = p_manifest_hash,
            versions = p_versions, run_number = x.run_number + 1, run_started_at = akter_now(),
-           history_format = 2, status = 'running', interrupt = false, interrupted_by = NULL,
+           status = 'running', interrupt = false, interrupted_by = NULL,
            interrupt_reason = NULL, outcome = NULL, result = NULL, finished_at = NULL,
            blocked_reason = NULL, deadline_at = NULL, trace_context = p_trace, updated_at = akter_now(),
            event_cursor = (SELECT g.event_seq FROM actor_generations g
