@@ -50,7 +50,7 @@ CREATE TABLE actor_state (
     updated_at  timestamptz NOT NULL,
     -- the shape (the hash of the state type's fingerprint) the state was written in, so that a
     -- state of an older shape is decoded as that shape and upgraded, never guessed at
-    shape       text,
+    shape       text        NOT NULL,
     PRIMARY KEY (routing_key, tenant, actor_type, actor_id)
 );
 -- the deploy check's count of stored states per shape; turns that keep the shape leave it
