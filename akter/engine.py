@@ -51,11 +51,9 @@ from akter.store.session import Session, local_ms
 from akter.store.sqlstate import is_connection_lost
 from akter.workflow.manifest_store import accept as accept_manifests
 
-#: the channel ``akter_wf_finish`` notifies with an execution id (``akter.workflow.run``)
+#: the channel a finish notifies on (``akter_wf_finish``): the execution id, with a small result
+#: before it (``akter.workflow.run``)
 FINISHED_CHANNEL = "akter_finished"
-#: the channel ``akter_wf_finish`` notifies a small result on, for the waiters of
-#: ``FINISHED_CHANNEL`` (``sql/021``)
-RESULT_CHANNEL = "akter_result"
 
 
 class Declarations(Protocol):
@@ -131,7 +129,7 @@ class Engine:
             url,
             FINISHED_CHANNEL,
             channels=(EVENTS_CHANNEL,),
-            values={RESULT_CHANNEL: FINISHED_CHANNEL},
+            noting=(FINISHED_CHANNEL,),
             name="akter-results",
         )
         session = Session(url, pool, listener, retry_window_ms=window, skew_ms=skew_ms)

@@ -4,16 +4,15 @@
 -- its commit). The triggers on the execution's status do the rest (the deadline's intent, the
 -- parent's resume, the children's interrupts, the pause cleared).
 --
--- The notification on akter_result carries the result, so a client waiting in another process
--- (run.result(), akter.workflow.run) needs no read after the wake. Its payload is
+-- One notification on akter_finished (akter.store.listener, akter.workflow.run). It carries the
+-- result, so a client waiting in another process (run.result()) needs no read after the wake:
 --
 --     <run number>.<base64 of the stored result> <execution id>
 --
 -- when the outcome is not 'interrupted' (that result names who asked, which the row holds) and
--- the whole payload fits in akter_wf_result_note_max() bytes. The run number lets a waiter
--- ignore a note of a run older than the one it read (a keyed start may begin a new run under
--- the same id, akter_wf_new_run). The plain notification on akter_finished (the execution id)
--- tells a waiter whose result did not fit to read it.
+-- the whole payload fits in akter_wf_result_note_max() bytes; otherwise the execution id alone,
+-- and the waiter reads the row. The run number lets a waiter ignore a note of a run older than
+-- the one it read (a keyed start may begin a new run under the same id, akter_wf_new_run).
 CREATE OR REPLACE FUNCTION akter_wf_finish(
     p_rk bigint, p_tenant text, p_actor_type text, p_actor_id text, p_generation bigint,
     p_eid text, p_outcome text, p_result bytea, p_pending_exit bytea, p_drop_steps boolean,
@@ -50,10 +49,10 @@ BEGIN
     -- 4/3 of the result as base64: test the size before encoding a result that cannot fit
     IF p_outcome <> 'interrupted' AND octet_length(p_result) * 4 / 3 < akter_wf_result_note_max() THEN
         v_note := v_run || '.' || translate(encode(p_result, 'base64'), E'\n', '') || ' ' || p_eid;
-        IF octet_length(v_note) <= akter_wf_result_note_max() THEN
-            PERFORM pg_notify('akter_result', v_note);
-        END IF;
     END IF;
-    PERFORM pg_notify('akter_finished', p_eid);
+    IF octet_length(v_note) > akter_wf_result_note_max() THEN
+        v_note := NULL;
+    END IF;
+    PERFORM pg_notify('akter_finished', coalesce(v_note, p_eid));
 END
 $$;

@@ -1,4 +1,5 @@
--- The largest payload of a finish's result notification (akter_wf_finish), in bytes.
+-- The largest payload of a finish's notification that carries its result (akter_wf_finish), in
+-- bytes; a larger one carries the execution id alone.
 --
 -- Why 1,024 and not NOTIFY's own limit (just under 8,000): every notification sits in the
 -- server's one notification queue until the slowest listener of the database has read it, and a
