@@ -97,7 +97,8 @@ RETRY_LINK: LiteralString = """
 UPDATE actor_workflow_executions SET retry_of = %(retry_of)s, retried_by = %(by)s
  WHERE routing_key = %(rk)s AND execution_id = %(eid)s"""
 
-# A blocked execution offered again: its timer due now (which un-parks a parked one, sql/007).
+# A blocked execution offered again: its timer due now (which un-parks a parked one: the trigger
+# actor_outbox_unpark).
 OFFER_NOW: LiteralString = "SELECT akter_wf_arm(%(rk)s, %(eid)s, %(bucket)s::smallint, NULL)"
 
 # A pass reads the execution and all its steps in one query.
@@ -121,12 +122,13 @@ ACTIVATE: LiteralString = (
 # The owner, the generation and the execution: the fence of the lock-first functions.
 _FENCED_ARGS = "%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(generation)s, %(eid)s"
 # Activity attempts the pass ran and has not written yet, settled first by the statements that
-# take them (sql/010): parallel arrays of step, scope, occurrence, attempt and exit.
+# take them (akter_wf_settle_many): parallel arrays of step, scope, occurrence, attempt and exit.
 _SETTLES = (
     "%(steps)s::text[], %(scopes)s::text[], %(occurrences)s::int[], %(attempts)s::int[], %(exits)s::bytea[]"
 )
 
-# Settle what the pass ran, before it waits for anything but its own writes (sql/010).
+# Settle what the pass ran, before it waits for anything but its own writes
+# (akter_wf_settle_steps).
 SETTLE_STEPS: LiteralString = (
     "SELECT fenced, settled FROM akter_wf_settle_steps(" + _FENCED_ARGS + ", " + _SETTLES + ")"
 )
@@ -134,7 +136,7 @@ SETTLE_STEPS: LiteralString = (
 # A step recorded settled at once (a race's winner, a version marker) or pending with a due
 # time recorded once (a clock, a wait's deadline), after settling what the pass ran, returning
 # the step's row; DO NOTHING keeps the first record, and a clock already due is settled in the
-# same statement (sql/010).
+# same statement (akter_wf_record).
 RECORD_STEP: LiteralString = (
     "SELECT * FROM akter_wf_record("
     + _FENCED_ARGS
@@ -157,7 +159,7 @@ SELECT s.step, s.scope, s.occurrence, s.attempt, s.kind, s.exit,
 )
 
 # A clock settles only once the database clock has passed its recorded due time; one due within
-# %(hold_ms)s is waited for on the server first (sql/019), so the pass may ask a little early.
+# %(hold_ms)s is waited for on the server first (akter_wf_settle_clock), so the pass may ask a little early.
 SETTLE_CLOCK: LiteralString = """SELECT fenced, settled, due_ms, now_ms FROM akter_wf_settle_clock(
     %(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(generation)s, %(eid)s,
     %(step)s, %(scope)s, %(occurrence)s, %(exit)s, %(hold_ms)s)"""
@@ -179,7 +181,7 @@ SELECT sequence, value, (extract(epoch FROM created_at) * 1000)::bigint AS creat
 # A wait settles with a match (advancing the execution's cursor) or with its timeout — the
 # latter only if no event of its tag stamped by the deadline lies beyond the scanned mark,
 # decided after the fence's row lock is held, so no emitting turn can commit in between
-# (a lock-first function: sql/005).
+# (a lock-first function: akter_wf_settle_wait).
 SETTLE_WAIT: LiteralString = """
 SELECT fenced, settled
   FROM akter_wf_settle_wait(%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(generation)s, %(eid)s,
@@ -198,7 +200,7 @@ UPDATE actor_workflow_step s SET scanned = greatest(s.scanned, %(scanned)s)
 RETURNING 1 AS fenced"""
 )
 
-# Suspension (a lock-first function: sql/005, after the settles of sql/010): abandoned
+# Suspension (a lock-first function: akter_wf_suspend_settled, after the settles): abandoned
 # branches' pending waits and clocks are settled; refused (nothing else written) when an
 # interrupt the pass does not know of is pending or a live wait has an event it has not scanned
 # — the pass goes on instead. Otherwise the execution is suspended and its timer armed at
@@ -218,7 +220,7 @@ LEAVE_BLOCKED: LiteralString = (
     + ", %(bucket)s::smallint, %(due)s::timestamptz, %(reason)s)"
 )
 
-# Finishing (a lock-first function: sql/005, after the settles of sql/010): the first terminal
+# Finishing (a lock-first function: akter_wf_finish_settled, after the settles): the first terminal
 # write wins; steps still pending are settled with %(pending_exit)s; the timer is deleted;
 # waiting clients are notified.
 FINISH: LiteralString = (
@@ -229,7 +231,7 @@ FINISH: LiteralString = (
     + ", %(outcome)s, %(result)s, %(interrupt_exit)s, %(drop_steps)s)"
 )
 
-# An execution whose resume timer the relay parked (sql/007) is blocked too, for that reason.
+# An execution whose resume timer the relay parked (actor_outbox.parked_at) is blocked too, for that reason.
 POLL: LiteralString = """
 SELECT e.status, e.outcome, e.result, e.interrupt, e.paused_at IS NOT NULL AS pause,
        nullif(concat_ws('; ', e.blocked_reason,
@@ -244,7 +246,7 @@ SELECT e.status, e.outcome, e.result, e.interrupt, e.paused_at IS NOT NULL AS pa
 
 # Retention: finished executions older than the retention, with their steps, in bounded batches.
 # Retention of finished executions, for the owned buckets only (through the bucket-led partial
-# index of sql/009), SKIP LOCKED so two runners never wait for each other.
+# index actor_workflow_executions_bucket_finished), SKIP LOCKED so two runners never wait for each other.
 PRUNE: LiteralString = """
 WITH old AS (
     SELECT routing_key, execution_id FROM actor_workflow_executions
