@@ -35,8 +35,8 @@ to do in one transaction, so a failure leaves the database as it found it, in th
 
 A database migrated by akter's development versions before the migrations were squashed into
 ``001_schema.sql`` (its version 1 is ``actor_kernel``) is refused with what to do: nothing
-upgrades from that unreleased history; the database is emptied (``DROP SCHEMA public CASCADE``
-and ``CREATE SCHEMA public``) or a new one made, and migrated afresh.
+upgrades from that history: ``reset(url)`` (``akter migrate --reset``) drops what akter keeps in
+the database, and it is migrated afresh.
 
 A session advisory lock serialises concurrent migrators (several processes starting at once):
 the first applies the files, the others wait, then find nothing to do. The app calls this at
@@ -80,6 +80,22 @@ SELECT format('DROP ROUTINE %%s', p.oid::regprocedure)
  WHERE p.proname = %s AND p.pronamespace = current_schema()::regnamespace
  ORDER BY p.oid
 """
+
+# Everything ``reset`` drops, in order: akter's tables (with their triggers), then its routines
+# (without CASCADE: another object that needs one stops the reset, naming it). Sent without
+# parameters, so psycopg leaves the % signs alone.
+_RESET_DROPS = r"""
+SELECT statement FROM (
+    SELECT 1 AS pass, format('DROP TABLE IF EXISTS %I CASCADE', c.relname) AS statement
+      FROM pg_class c
+     WHERE c.relkind IN ('r', 'p') AND c.relnamespace = current_schema()::regnamespace
+       AND (c.relname LIKE 'actor\_%' OR c.relname LIKE 'akter\_%')
+    UNION ALL
+    SELECT 2, format('DROP ROUTINE IF EXISTS %s', p.oid::regprocedure)
+      FROM pg_proc p
+     WHERE p.pronamespace = current_schema()::regnamespace AND p.proname LIKE 'akter\_%'
+) AS d
+ ORDER BY pass"""
 
 _log = logging.getLogger(__name__)
 
@@ -230,6 +246,20 @@ def migrate(url: str) -> list[int]:
     return applied
 
 
+def reset(url: str) -> None:
+    """Drop everything akter keeps in the database at ``url`` — its tables (``actor_*``,
+    ``akter_*``: every actor's state, every execution), its routines and its migration
+    history — so that ``migrate`` starts afresh. For development databases only; under the
+    migration lock, in one transaction."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", [MIGRATION_LOCK_KEY])
+        with conn.transaction():
+            drops = conn.execute(_RESET_DROPS).fetchall()
+            for (drop,) in drops:
+                conn.execute(drop.encode("utf-8"))
+        _log.info("reset: dropped %d tables and routines", len(drops))
+
+
 def _apply_routine(conn: psycopg.Connection[Any], routine: Routine) -> None:
     """(Re)create one routine and record its checksum: ``CREATE OR REPLACE``, or, when its
     signature changed, its old forms dropped and the new one created."""
@@ -283,9 +313,9 @@ def check_recorded(recorded: Mapping[int, tuple[str, str]], migrations: list[Mig
         raise SchemaError(
             "the database was migrated by a development version of akter whose migrations "
             f"(001_{_SQUASHED_BASELINE} … 025) were squashed into 001_schema.sql before the first "
-            "release; nothing upgrades from that history. Empty the database (DROP SCHEMA public "
-            "CASCADE; CREATE SCHEMA public) or use a new one, then run `akter migrate`; for the "
-            "embedded server, delete its data directory (see docs/operations.md, Migrations)"
+            "release; nothing upgrades from that history. Run `akter migrate --reset` (it drops "
+            "every akter table, with its data, and migrates afresh) or use a new database "
+            "(see docs/operations.md, Migrations)"
         )
     newest = migrations[-1].version if migrations else 0
     if recorded and max(recorded) > newest:

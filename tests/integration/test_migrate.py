@@ -18,9 +18,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from click.testing import CliRunner
 from psycopg import sql
 
 import akter
+from akter.cli import main as cli_main
 from akter.errors import SchemaError, SchemaTooNew
 from akter.store import migrate as migrator
 from akter.store.database import with_database
@@ -359,5 +361,30 @@ def test_a_database_of_the_squashed_development_history_is_refused_with_what_to_
 
     assert not isinstance(raised.value, SchemaTooNew)
     assert "squashed into 001_schema.sql" in str(raised.value)
-    assert "DROP SCHEMA public CASCADE" in str(raised.value)
+    assert "akter migrate --reset" in str(raised.value)
     assert (history(blank_url), tables(blank_url)) == before
+
+    result = CliRunner().invoke(cli_main, ["migrate", "--reset", "--database-url", blank_url])
+
+    assert result.exit_code == 0, result.output
+    assert [v for v, *_ in history(blank_url)] == ALL_VERSIONS
+    assert rows(blank_url, "SELECT count(*) FROM actor_deployment") == [(1,)]
+
+
+def test_a_reset_drops_what_akter_keeps_and_nothing_else(blank_url: str) -> None:
+    migrate(blank_url)
+    with psycopg.connect(blank_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE app_orders (id int)")
+        conn.execute("CREATE FUNCTION app_total() RETURNS int LANGUAGE sql AS 'SELECT 1'")
+        conn.execute(
+            "INSERT INTO actor_generations (routing_key, tenant, actor_type, actor_id)"
+            " VALUES (1, 't', 'A', 'a')"
+        )
+
+    migrator.reset(blank_url)
+
+    assert tables(blank_url) == ["app_orders"]
+    assert defined(blank_url, "app_total") == ["app_total() -> integer"]
+    assert rows(blank_url, "SELECT count(*) FROM pg_proc WHERE proname LIKE 'akter%'") == [(0,)]
+    assert migrate(blank_url) == ALL_VERSIONS
+    assert rows(blank_url, "SELECT count(*) FROM actor_generations") == [(0,)]
