@@ -34,9 +34,9 @@ to do in one transaction, so a failure leaves the database as it found it, in th
    (a trigger) first, since step 3 runs after it.
 
 A database migrated by akter's development versions before the migrations were squashed into
-``001_schema.sql`` (its version 1 is ``actor_kernel``) is refused with what to do: nothing
-upgrades from that history: ``reset(url)`` (``akter migrate --reset``) drops what akter keeps in
-the database, and it is migrated afresh.
+``001_schema.sql`` (its version 1 is ``actor_kernel``) is refused, saying what to do: nothing
+upgrades from that history, so ``reset(url)`` (``akter migrate --reset``) drops what akter keeps
+in the database, and it is migrated afresh.
 
 A session advisory lock serialises concurrent migrators (several processes starting at once):
 the first applies the files, the others wait, then find nothing to do. The app calls this at
