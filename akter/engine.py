@@ -34,22 +34,26 @@ from akter.actor.kernel import TurnHook, TurnOptions
 from akter.actor.manifest import accept as accept_actor_manifests
 from akter.actor.sender import Sender
 from akter.actor.subscribe import EVENTS_CHANNEL
-from akter.errors import ConfigurationError, DatabaseUnavailable, SchemaError, SchemaTooNew
+from akter.errors import ConfigurationError, DatabaseUnavailable, SchemaError
 from akter.store.background import one_line
 from akter.store.database import ENV_DATABASE_URL, describe, resolve_database_url
 from akter.store.listener import Listener
-from akter.store.migrate import MIGRATIONS_TABLE, known_migrations
+from akter.store.migrate import (
+    MIGRATIONS_TABLE,
+    ROUTINES_TABLE,
+    check_recorded,
+    known_migrations,
+    stale_routines,
+)
 from akter.store.migrate import migrate as apply_migrations
 from akter.store.pool import open_pool
 from akter.store.session import Session, local_ms
 from akter.store.sqlstate import is_connection_lost
 from akter.workflow.manifest_store import accept as accept_manifests
 
-#: the channel ``akter_wf_finish`` notifies with an execution id (``akter.workflow.run``)
+#: the channel a finish notifies on (``akter_wf_finish``): the execution id, with a small result
+#: before it (``akter.workflow.run``)
 FINISHED_CHANNEL = "akter_finished"
-#: the channel ``akter_wf_finish`` notifies a small result on, for the waiters of
-#: ``FINISHED_CHANNEL`` (``sql/021``)
-RESULT_CHANNEL = "akter_result"
 
 
 class Declarations(Protocol):
@@ -125,7 +129,7 @@ class Engine:
             url,
             FINISHED_CHANNEL,
             channels=(EVENTS_CHANNEL,),
-            values={RESULT_CHANNEL: FINISHED_CHANNEL},
+            noting=(FINISHED_CHANNEL,),
             name="akter-results",
         )
         session = Session(url, pool, listener, retry_window_ms=window, skew_ms=skew_ms)
@@ -158,20 +162,34 @@ async def _accept_declarations(conn: psycopg.AsyncConnection[Any], app: Declarat
 
 
 async def _require_migrated(conn: psycopg.AsyncConnection[Any], url: str) -> None:
-    """Refuse a database whose schema is not the one this akter ships: behind (run ``akter
-    migrate``) or ahead (a newer akter migrated it)."""
-    newest = known_migrations()[-1].version
+    """Refuse a database whose schema is not the one this akter ships: behind or with routines
+    of another akter (run ``akter migrate``), ahead (a newer akter migrated it), or migrated by
+    the squashed development history (``migrate.check_recorded``)."""
+    migrations = known_migrations()
+    newest = migrations[-1].version
     cur = await conn.execute("SELECT to_regclass(%s) IS NOT NULL", [MIGRATIONS_TABLE])
     row = await cur.fetchone()
-    version = 0
+    recorded: dict[int, tuple[str, str]] = {}
+    applied: dict[str, str] = {}
     if row is not None and row[0]:
-        cur = await conn.execute("SELECT coalesce(max(version), 0) FROM akter_schema_migrations")
-        found = await cur.fetchone()
-        version = int(found[0]) if found is not None else 0
-    if version > newest:
-        raise SchemaTooNew(version, newest)
+        cur = await conn.execute("SELECT version, name, checksum FROM akter_schema_migrations")
+        recorded = {version: (name, checksum) for version, name, checksum in await cur.fetchall()}
+        cur = await conn.execute("SELECT to_regclass(%s) IS NOT NULL", [ROUTINES_TABLE])
+        row = await cur.fetchone()
+        if row is not None and row[0]:
+            cur = await conn.execute("SELECT name, checksum FROM akter_schema_routines")
+            applied = dict(await cur.fetchall())
+    check_recorded(recorded, migrations)
+    version = max(recorded, default=0)
     if version < newest:
         raise SchemaError(
             f"the database {describe(url)} is at schema version {version}, this akter needs "
             f"{newest}: run `akter migrate` first, or start the App with migrate_on_start=True"
+        )
+    stale = stale_routines(applied)
+    if stale:
+        raise SchemaError(
+            f"the database {describe(url)} holds routines other than this akter's "
+            f"({', '.join(stale)}): run `akter migrate` first, or start the App with "
+            "migrate_on_start=True"
         )

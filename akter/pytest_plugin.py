@@ -10,7 +10,8 @@ connection, so its user must be allowed to create databases), otherwise the embe
 never touches PostgreSQL.
 
 Per session, the schema is migrated once into a template database named after the migrations'
-checksums (``akter_tpl_<12 hex>``), kept across runs and rebuilt only when a migration changes.
+checksums (``akter_tpl_<12 hex>``, ``migrate.schema_checksum``: versioned and routine files),
+kept across runs and rebuilt only when a file of ``sql/`` changes.
 Per test, ``database_url`` copies that template into ``akter_t_<16 hex>`` (a file copy, much
 faster than migrating) and drops it afterwards. Tests under ``tests/integration/`` are marked
 ``integration`` automatically.
@@ -25,7 +26,6 @@ that leaves one open fails, naming where it was opened, and the connection is cl
 
 from __future__ import annotations
 
-import hashlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -105,12 +105,9 @@ def template_database(admin_url: str) -> str:
     never copies a half-migrated one. Nothing stays connected to it (copying needs that).
     """
     from akter.store.database import with_database
-    from akter.store.migrate import known_migrations, migrate
+    from akter.store.migrate import migrate, schema_checksum
 
-    hasher = hashlib.sha256()
-    for migration in known_migrations():
-        hasher.update(f"{migration.version}:{migration.checksum}\n".encode())
-    name = TEMPLATE_PREFIX + hasher.hexdigest()[:12]
+    name = TEMPLATE_PREFIX + schema_checksum()[:12]
     with _admin(admin_url) as conn:
         if _exists(conn, name):
             return name

@@ -152,10 +152,10 @@ ORDER = ACTOR.workflows["Order"]
 COPY_EXECUTIONS = """
 INSERT INTO actor_workflow_executions
     (routing_key, execution_id, tenant, actor_type, actor_id, workflow, key, manifest_hash, payload,
-     principal, versions, event_cursor, status, started_at, updated_at, history_format)
+     principal, versions, event_cursor, status, started_at, updated_at)
 SELECT c.routing_key, c.execution_id, t.tenant, t.actor_type, c.actor_id, t.workflow, c.key,
        t.manifest_hash, t.payload, t.principal, t.versions, t.event_cursor, t.status, t.started_at,
-       t.updated_at, t.history_format
+       t.updated_at
   FROM clones c JOIN actor_workflow_executions t ON t.execution_id = c.template"""
 
 COPY_STEPS = """

@@ -93,8 +93,8 @@ WRITE: LiteralString = """
 WITH gen AS (UPDATE actor_generations SET version = version + 1, event_seq = %(event_seq)s + 1
               WHERE routing_key = %(rk)s AND tenant = %(tenant)s
                 AND actor_type = %(actor_type)s AND actor_id = %(actor_id)s),
-st AS (INSERT INTO actor_state (routing_key, tenant, actor_type, actor_id, state, updated_at)
-       VALUES (%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(state)s, akter_now())
+st AS (INSERT INTO actor_state (routing_key, tenant, actor_type, actor_id, state, shape, updated_at)
+       VALUES (%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(state)s, %(state_shape)s, akter_now())
        ON CONFLICT (routing_key, tenant, actor_type, actor_id)
        DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at),
 ev AS (INSERT INTO actor_events
@@ -158,7 +158,7 @@ def write_params(key: dict[str, Any], command_id: str, event_seq: int) -> dict[s
         "expires_ms": int(time.time() * 1000) + 86_400_000,
         "event_seq": event_seq,
         "state": b'\x00{"count":%d}' % (event_seq + 1),
-        "state_shape": None,
+        "state_shape": "bench",  # actor_state.shape is NOT NULL; no App reads these states
         "tag0": "Bumped",
         "value0": b'\x00{"total":1}',
     }
@@ -259,8 +259,8 @@ BEGIN
      WHERE g.routing_key = p_rk AND g.tenant = p_tenant AND g.actor_type = p_actor_type
        AND g.actor_id = p_actor_id;
     IF p_state IS NOT NULL THEN
-        INSERT INTO actor_state (routing_key, tenant, actor_type, actor_id, state, updated_at)
-        VALUES (p_rk, p_tenant, p_actor_type, p_actor_id, p_state, akter_now())
+        INSERT INTO actor_state (routing_key, tenant, actor_type, actor_id, state, shape, updated_at)
+        VALUES (p_rk, p_tenant, p_actor_type, p_actor_id, p_state, p_state_shape, akter_now())
         ON CONFLICT (routing_key, tenant, actor_type, actor_id)
         DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at;
     END IF;

@@ -1,8 +1,7 @@
-"""The SQL a turn sends: two simple-protocol batches calling the turn procedures of
-``sql/004_turn_procedures.sql`` (as ``sql/006_actor_manifests.sql`` redefines them, with the
-state's shape).
+"""The SQL a turn sends: two simple-protocol batches calling the turn procedures
+(``sql/functions/akter_turn_load_versioned.sql``, ``akter_turn_write.sql``, ``akter_turn_check.sql``).
 
-A turn is two round trips: ``BEGIN; CALL akter_turn_load(...)`` and
+A turn is two round trips: ``BEGIN; CALL akter_turn_load_versioned(...)`` and
 ``CALL akter_turn_write(...); COMMIT``. Parameters are bound client-side (``AsyncClientCursor``),
 which is what lets one round trip carry two statements; PL/pgSQL prepares the statements inside
 the procedures once per session and soon reuses a generic plan, so the server does not re-plan
@@ -20,20 +19,18 @@ from typing import LiteralString, NamedTuple
 _KEY: LiteralString = "%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s"
 
 #: Locks the actor row (creating it on first use) and reads what a turn needs: one row, the
-#: procedure's OUT parameters (passed as NULL, as CALL requires).
+#: procedure's OUT parameters (passed as NULL, as CALL requires), ending with the actor's
+#: version, for the process's memory of the actor (``cache.py``).
 LOAD: LiteralString = (
-    f"CALL akter_turn_load({_KEY}, %(command_id)s, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
-)
-BEGIN_AND_LOAD: LiteralString = "BEGIN; " + LOAD
-#: ``LOAD`` with the actor's version as a ninth column (sql/018), for the process's memory of
-#: the actor (``cache.py``); ``LOAD`` stays for the joined turn, which does not remember
-BEGIN_AND_LOAD_VERSIONED: LiteralString = (
-    f"BEGIN; CALL akter_turn_load_versioned({_KEY}, %(command_id)s,"
+    f"CALL akter_turn_load_versioned({_KEY}, %(command_id)s,"
     " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
 )
+BEGIN_AND_LOAD: LiteralString = "BEGIN; " + LOAD
+#: the same batch: every load reads the version (the name kept for its callers)
+BEGIN_AND_LOAD_VERSIONED: LiteralString = BEGIN_AND_LOAD
 
-#: An optimistic turn's first statement (sql/018): the row lock, and a check of what the
-#: process assumed; SQLSTATE ``STALE`` when it does not hold.
+#: An optimistic turn's first statement: the row lock, and a check of what the process
+#: assumed; SQLSTATE ``STALE`` when it does not hold.
 CHECK: LiteralString = (
     f"CALL akter_turn_check({_KEY}, %(command_id)s, %(version)s, %(state_md5)s, %(shape)s,"
     " %(expires_ms)s, %(now_ms)s, %(behind_ms)s, NULL)"
@@ -46,7 +43,7 @@ class Loaded(NamedTuple):
 
     event_seq: int
     state: bytes | None
-    #: the shape the state was written in (``akter.actor.upgrade``); None before sql/006
+    #: the shape the state was written in (``akter.actor.upgrade``); None without a state
     state_shape: str | None
     #: the receipt of this command id, all None when there is none
     command: str | None
@@ -55,7 +52,7 @@ class Loaded(NamedTuple):
     outcome: bytes | None
     #: the database clock (``akter_now()``) in ms since the epoch
     now_ms: int
-    #: the actor's version (bumped by every committed turn); None from ``LOAD``
+    #: the actor's version (bumped by every committed turn)
     version: int | None = None
 
 

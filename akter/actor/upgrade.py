@@ -19,10 +19,6 @@ was not written as, nor filled in with defaults it was not checked for — and a
 writes the state back in the current shape (``kernel._prepare_write``), even when the handler
 did not change it.
 
-A state written before shapes were stored (``shape`` NULL, before ``sql/006``) is read as the
-first of the state type and the from-types (newest first) that decodes it *exactly* — its
-re-encoding is the stored value — and as the state type when none does.
-
 An upgrade function that raises, or returns something other than the next type, is a
 ``Defect``: the turn rolls back, the stored state stays as it was. ``akter.actor.manifest``
 puts the from-types' fingerprints in the actor manifest, so the deploy check accepts a rename
@@ -130,32 +126,10 @@ def stored_type(actor: Actor[Any], stored_shape: str | None) -> Any:
 
 def read_state(actor: Actor[Any], data: bytes, stored_shape: str | None) -> Any:
     """The stored state ``data``, written in ``stored_shape``, as ``actor``'s state type."""
-    shapes = _shapes(actor)
-    if stored_shape is None and actor.upgrades:
-        return _read_unstamped(actor, data)
-    start = shapes.sources.get(stored_shape) if stored_shape is not None else None
+    start = _shapes(actor).sources.get(stored_shape) if stored_shape is not None else None
     if start is None:
         return codec.decode(data, actor.state_type)
     return _upgrade(actor, codec.decode(data, actor.upgrades[start].source), start)
-
-
-def _read_unstamped(actor: Actor[Any], data: bytes) -> Any:
-    primitive = codec.decode_primitive(data)
-    newest_first = [(up.source, i) for i, up in enumerate(actor.upgrades)][::-1]
-    for tp, start in [(actor.state_type, None), *newest_first]:
-        found, value = _exactly(primitive, tp)
-        if found:
-            return value if start is None else _upgrade(actor, value, start)
-    return codec.decode(data, actor.state_type)
-
-
-def _exactly(primitive: Any, tp: Any) -> tuple[bool, Any]:
-    """``(True, value)`` when ``primitive`` decodes as ``tp`` and encodes back to itself."""
-    try:
-        value = codec.from_primitive(primitive, tp)
-    except Exception:
-        return False, None  # it does not decode: not this shape
-    return codec.to_primitive(value, tp) == primitive, value
 
 
 def _upgrade(actor: Actor[Any], value: Any, start: int) -> Any:

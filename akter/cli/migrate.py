@@ -16,19 +16,27 @@ from akter.errors import AkterError, ConfigurationError
     envvar="AKTER_DATABASE_URL",
     help="PostgreSQL URL (AKTER_DATABASE_URL); without one, the embedded server.",
 )
-def migrate(database_url: str | None) -> None:
+@click.option(
+    "--reset",
+    is_flag=True,
+    help="Drop every akter table (with all its data) and routine first: for a development database.",
+)
+def migrate(database_url: str | None, reset: bool) -> None:
     """Apply akter's schema migrations to the database (also done when an App starts).
 
     Exit 0 when the schema is current, 2 when the database cannot be reached or was migrated
     by a newer akter."""
     from akter.store.database import describe
     from akter.store.migrate import migrate as apply
+    from akter.store.migrate import reset as drop_all
 
     try:
         url = support.database_url(database_url, flag_source=support.flag_source())
     except ConfigurationError as exc:
         fail_with(exc)
     try:
+        if reset:
+            drop_all(url)
         applied = apply(url)
     except AkterError as exc:
         fail(one_line(exc))

@@ -16,12 +16,13 @@ restart does not make every process reconnect in lockstep) and, once it listens 
 therefore re-check the database on every wake, and also on a fallback interval of their own:
 the listener only makes waiting fast, it is never what makes it correct.
 
-A channel named in ``values`` carries a value with its key: its payload is ``<text> <key>``
-(``text`` without a space), and the listener hands ``Noted(text)`` to the subscribers of ``key``
-on the channel it names, which wakes them as a notification would. The engine maps
-``akter_result`` to ``akter_finished`` this way: a finish notifies the result itself when it is
-small (``sql/021``), so a waiter in another process needs no read after the wake. What the text
-means, and whether to trust it, is the waiter's business; one it cannot use reads as always.
+A channel named in ``noting`` may carry a value with its key: a payload ``<text> <key>``
+(``text`` without a space) hands ``Noted(text)`` to the subscribers of ``key``, which wakes
+them as a notification would; a payload without a space is the key alone, a plain wake. The
+engine's ``akter_finished`` is such a channel: a finish notifies its result with the execution
+id when it is small (``sql/functions/akter_wf_finish.sql``), so a waiter in another process
+needs no read after the wake. What the text means, and whether to trust it, is the waiter's
+business; one it cannot use reads as always.
 
 It is store code: it knows channels and payloads, nothing of executions or actors.
 """
@@ -31,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -47,7 +48,7 @@ log = logging.getLogger("akter.listener")
 
 @attrs.frozen
 class Noted:
-    """A value a notification carried (``Listener(values=...)``): its text, for the waiter to
+    """A value a notification carried (``Listener(noting=...)``): its text, for the waiter to
     decode and check; the database's row stays the truth."""
 
     text: str
@@ -98,7 +99,7 @@ class Listener:
         channel: str,
         *,
         channels: tuple[str, ...] = (),
-        values: Mapping[str, str] | None = None,
+        noting: tuple[str, ...] = (),
         name: str = "akter-listener",
         wait_initial: float = 0.05,
         wait_max: float = 5.0,
@@ -108,9 +109,9 @@ class Listener:
         self.channel = channel
         #: every channel the one connection listens on: ``channel`` first, then ``channels``
         self.channels = (channel, *(c for c in channels if c != channel))
-        #: channels whose payload is ``<text> <key>``, and the channel whose subscribers get it
-        self.values = dict(values or {})
-        self._listened = (*self.channels, *(c for c in self.values if c not in self.channels))
+        #: channels whose payload may be ``<text> <key>``
+        self.noting = frozenset(noting)
+        self._listened = (*self.channels, *(c for c in noting if c not in self.channels))
         self.name = name
         self._wait_initial = wait_initial
         self._wait_max = wait_max
@@ -173,17 +174,12 @@ class Listener:
             self._task.add_done_callback(_report)
 
     def _dispatch(self, channel: str, payload: str) -> None:
-        target = self.values.get(channel)
-        if target is None:
-            for sub in tuple(self._waiters.get((channel, payload), ())):
+        text, sep, key = payload.partition(" ") if channel in self.noting else ("", "", payload)
+        for sub in tuple(self._waiters.get((channel, key if sep else payload), ())):
+            if sep:
+                sub.hand(Noted(text))
+            else:
                 sub.wake()
-            return
-        text, sep, key = payload.partition(" ")
-        if not sep:
-            log.debug("ignored a note on %s without a key", channel)
-            return
-        for sub in tuple(self._waiters.get((target, key), ())):
-            sub.hand(Noted(text))
 
     def _wake_all(self) -> None:
         for waiters in self._waiters.values():

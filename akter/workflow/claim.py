@@ -2,8 +2,9 @@
 
 A resume delivered by the relay to the process that owns the actor is a turn (invariant 4):
 ``queries.RESUME_HERE`` marks the execution running, re-arms its timer as a recovery timer and
-takes the runner's generation, all under the owner's row lock. ``RESUME_HERE_HEAD`` is that
-statement, unchanged, plus the execution's row as ``queries.LOAD`` would read it, when the
+takes the runner's generation, all under the owner's row lock (``akter_wf_resume``).
+``RESUME_HERE_HEAD`` is that call, unchanged, plus the execution's row as ``queries.LOAD`` would
+read it, when the
 execution has no step yet — the first pass of an execution started by a process that runs no
 workflows (a web request, a script), which is every remote start. The pass then runs from it
 (``Pass(head=...)``, as after a start turn of this process) instead of loading what the turn
@@ -17,8 +18,8 @@ reruns the running pass), and every fenced write of the pass re-checks the inter
 same reasoning as the start turn's head (``hook.py``). An execution with steps, or one the
 resume may not set running (finished, resting), has no head here: its pass loads as before.
 
-The statement reads the execution as it was before the resume's own ``UPDATE`` (every part of
-a statement sees one snapshot); the resume changes only ``status`` (to ``running``) and
+The statement reads the execution as it was before the resume's own ``UPDATE`` (the statement's
+snapshot predates the function's writes); the resume changes only ``status`` (to ``running``) and
 ``updated_at``, so the head states ``running`` and takes every other column from that row.
 """
 
@@ -39,28 +40,30 @@ HEAD_COLUMNS: Final = (
     "event_cursor",
     "status",
     "interrupt",
-    "history_format",
     "run_number",
     "pause",
     "failed_passes",
     "now_ms",
 )
 
-# ``queries.RESUME_HERE`` (whose last line selects the generation taken), then the head.
+# ``queries.RESUME_HERE`` (the generation taken), then the head: the execution's row as this
+# statement's snapshot holds it — as it stood before the resume marked it running, hence the
+# status — when the resume set it running and it has no step yet.
 RESUME_HERE_HEAD: LiteralString = (
-    queries.RESUME_HERE
-    + """,
+    """
+SELECT r.generation,
        h.workflow, h.key, h.manifest_hash, h.payload, h.principal, h.versions, h.event_cursor,
-       h.status, h.interrupt, h.history_format, h.run_number, h.pause, h.failed_passes, h.now_ms
-  FROM (SELECT 1) AS one
-  LEFT JOIN (
+       h.status, h.interrupt, h.run_number, h.pause, h.failed_passes, h.now_ms
+  FROM """
+    + queries.RESUME_HERE_FROM
+    + """
+  LEFT JOIN LATERAL (
     SELECT e.workflow, e.key, e.manifest_hash, e.payload, e.principal, e.versions, e.event_cursor,
-           'running' AS status, e.interrupt, e.history_format, e.run_number,
+           'running' AS status, e.interrupt, e.run_number,
            e.paused_at IS NOT NULL AS pause, e.failed_passes,
            (extract(epoch FROM akter_now()) * 1000)::bigint AS now_ms
       FROM actor_workflow_executions e
-     WHERE e.routing_key = %(rk)s AND e.execution_id = %(eid)s
-       AND EXISTS (SELECT FROM x)
+     WHERE e.routing_key = %(rk)s AND e.execution_id = %(eid)s AND r.resumed
        AND NOT EXISTS (SELECT FROM actor_workflow_step s
                         WHERE s.routing_key = e.routing_key AND s.execution_id = e.execution_id)
   ) AS h ON true"""

@@ -18,9 +18,6 @@ in that scope. A fiber's own sequence of awaits is deterministic given the value
 so the key of every await is the same on every replay, whatever order parallel branches
 finished in the first time, and whether or not a race's losers run again.
 
-Executions recorded before occurrences existed (``history_format`` 1, see ``sql/005``) are
-replayed as they were recorded: every await of a step name is its one row ``(step, "", 1)``.
-
 **Abandonment.** A race's losers and the siblings of an ``all`` branch that raised are closed;
 their scopes are collected in ``abandoned`` so that the pass settles their pending waits and
 clocks as abandoned (they must wake nothing). An abandoned step never resumes its fiber.
@@ -198,7 +195,6 @@ class Driver:
         history: dict[StepKey, list[StepRow]],
         *,
         interrupted: bool = False,
-        legacy: bool = False,
     ) -> None:
         if workflow.fn is None:
             raise EffectDefect(f"{workflow!r} has no body")
@@ -206,8 +202,6 @@ class Driver:
         self.ctx = ctx
         self.history = history
         self.interrupted = interrupted
-        #: an execution recorded before occurrences: every await of a step is its one row
-        self.legacy = legacy
         self.fibers: list[_Fiber] = []
         self.phase = "body"
         self.body_outcome: Outcome | None = None
@@ -375,7 +369,7 @@ class Driver:
                 self._finish(fiber, Raise(defect))
                 return
             occurrence = fiber.counts[step.name] = fiber.counts.get(step.name, 0) + 1
-            key = StepKey(step.name) if self.legacy else StepKey(step.name, fiber.scope, occurrence)
+            key = StepKey(step.name, fiber.scope, occurrence)
             self._keys[id(effect)] = key
         else:
             builtin = getattr(effect, "builtin", None)

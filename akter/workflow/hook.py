@@ -113,7 +113,6 @@ class _Handoff:
             "event_cursor": int(row[2]),
             "status": "running",
             "interrupt": False,
-            "history_format": 2,
             "now_ms": self.record.now_ms,
             "step": None,
         }

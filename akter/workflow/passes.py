@@ -347,9 +347,7 @@ class Pass:
         self.interrupting = bool(head["interrupt"])
         self.pausing = bool(head.get("pause"))
         self.failed = int(head.get("failed_passes") or 0)
-        self.driver = Driver(
-            workflow, ctx, payload, history, interrupted=self.interrupting, legacy=head["history_format"] == 1
-        )
+        self.driver = Driver(workflow, ctx, payload, history, interrupted=self.interrupting)
         try:
             await self._drive(workflow)
         except CorruptRecord as exc:

@@ -24,197 +24,63 @@ OWNER = ACTOR_KEY
 # One occurrence of a step (its attempts, for an activity).
 _OCCURRENCE = "s.step = %(step)s AND s.scope = %(scope)s AND s.occurrence = %(occurrence)s"
 
-# The fence: the owner row, locked, only while our generation holds.
-FENCE = f"""fence AS (
-    SELECT generation FROM actor_generations
-     WHERE {OWNER} AND generation = %(generation)s
-       FOR UPDATE)"""
+# The fence (``akter_wf_fence``) as a CTE for the statements that write in the same statement:
+# one row while our generation holds (the owner row then locked), none otherwise.
+FENCE: LiteralString = """fence AS (
+    SELECT WHERE akter_wf_fence(%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(generation)s))"""
 
-# A resume payload is framed raw JSON ({"execution_id": ...}); codec.unframe reads it.
-_RESUME_PAYLOAD = "'\\x00'::bytea || convert_to(json_build_object('execution_id', {eid})::text, 'UTF8')"
-
-# Arm (insert or replace) the execution's timer at %(due)s (NULL = now). Appended to statements
-# that select the execution row as "x". The id is minted by akter_mint_intent_id (sql/005), the
-# one definition of a timer's id on the database clock.
-_ARM_FROM = """
-INSERT INTO actor_outbox (routing_key, tenant, actor_type, actor_id, intent_id, bucket, due_at,
-                          timer_key, target_type, target_id, command, payload, caller, created_at,
-                          trace_context)
-SELECT x.routing_key, x.tenant, x.actor_type, x.actor_id, akter_mint_intent_id(%(due)s::timestamptz),
-       %(bucket)s, coalesce(%(due)s::timestamptz, akter_now()), 'wf:' || x.execution_id,
-       x.actor_type, x.actor_id, '{resume}', {payload}, x.principal, akter_now(), x.trace_context
-  FROM {source} x
-ON CONFLICT (routing_key, tenant, actor_type, actor_id, timer_key) WHERE timer_key IS NOT NULL
-DO UPDATE SET intent_id = excluded.intent_id, due_at = excluded.due_at, payload = excluded.payload,
-              caller = excluded.caller, attempts = 0, last_error = NULL, claim = NULL,
-              claimed_by = NULL, created_at = excluded.created_at, trace_context = excluded.trace_context"""
-
-
-def _arm_from(source: str) -> str:
-    return _ARM_FROM.format(
-        source=source, resume=RESUME, payload=_RESUME_PAYLOAD.format(eid="x.execution_id")
-    )
-
-
-# A start: insert the execution (a repeated keyed start attaches: DO NOTHING) with its cursor at
-# the owner's event sequence as it stands before this turn's own events are written (the turn
-# hooks run before the kernel's write), and arm its timer due now.
-_START_CTES: LiteralString = (
-    """
-g AS (SELECT event_seq FROM actor_generations WHERE """
-    + OWNER
-    + """),
-ins AS (
-    INSERT INTO actor_workflow_executions
-        (routing_key, execution_id, tenant, actor_type, actor_id, workflow, key, manifest_hash,
-         payload, principal, versions, event_cursor, status, started_at, updated_at, trace_context)
-    SELECT %(rk)s, %(eid)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(workflow)s, %(key)s,
-           %(manifest_hash)s, %(payload)s, %(principal)s, %(versions)s::jsonb, g.event_seq,
-           'running', akter_now(), akter_now(), %(trace)s
-      FROM g
-    ON CONFLICT (routing_key, execution_id) DO NOTHING
-    RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal, trace_context)"""
+# The owner and the execution, as the transition functions take them.
+_OWNER_ARGS: LiteralString = "%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s"
+_START_ARGS: LiteralString = (
+    _OWNER_ARGS + ", %(eid)s, %(workflow)s, %(key)s, %(manifest_hash)s, %(payload)s, %(principal)s,"
+    " %(versions)s::jsonb, %(trace)s, %(bucket)s::smallint, %(due)s::timestamptz"
 )
-START: LiteralString = "WITH" + _START_CTES + _arm_from("ins")
 
-# The activation a turn takes for the runner of this process that owns the actor and holds no
-# generation of it yet: the turn holds the owner's row lock already, so the new generation
-# commits with the turn instead of in a commit of its own before the pass (%(activate)s false:
-# the runner holds one, which the pass reuses).
-_ACTIVATE_IN_TURN: LiteralString = (
-    """
-gen AS (
-    UPDATE actor_generations SET generation = generation + 1
-     WHERE """
-    + OWNER
-    + """ AND %(activate)s
-    RETURNING generation)"""
-)
+# A start (``akter_wf_start``): the execution inserted running with its cursor at the owner's
+# event sequence before this turn's events, its timer armed at %(due)s. A repeated keyed start
+# attaches: it writes nothing.
+START: LiteralString = "SELECT started FROM akter_wf_start(" + _START_ARGS + ", false)"
 
 # A start whose owner this process runs: its timer is armed as a recovery timer (%(due)s, no
-# NOTIFY, no relay hop) and the runner runs the first pass once the turn commits. ``started``
-# is 0 for a repeated keyed start (it attaches: nothing to run).
+# NOTIFY, no relay hop), the turn takes the runner's generation when it holds none
+# (%(activate)s), and the runner runs the first pass once the turn commits. ``started`` is 0 for
+# a repeated keyed start (it attaches: nothing to run).
 START_HERE: LiteralString = (
-    "WITH"
-    + _ACTIVATE_IN_TURN
-    + ","
-    + _START_CTES
-    + ",\narm AS ("
-    + _arm_from("ins")
-    + """ RETURNING 1)
-SELECT (SELECT generation FROM gen) AS generation, (SELECT count(*) FROM arm) AS started,
-       (SELECT event_seq FROM g) AS event_cursor"""
+    "SELECT generation, started, event_cursor FROM akter_wf_start(" + _START_ARGS + ", %(activate)s)"
 )
 
-# A resume turn: the execution is running again, and its timer becomes a recovery timer a fixed
-# interval ahead, so that if this process dies before the pass suspends or finishes, the relay
-# delivers another resume. A paused execution, or one that needs attention, is left as it is
+# A resume turn (``akter_wf_resume``): the execution is running again, and its timer becomes a
+# recovery timer at %(due)s. A paused execution, or one that needs attention, is left as it is
 # (``holds.py``): the delivered timer changes nothing, and its pass finds nothing to run.
-# What a resume may set running: an open execution, except one that rests until a person acts
-# (paused, needs attention: holds.py), unless it is being interrupted.
-_RESUMABLE: LiteralString = (
-    "status <> 'finished' AND status <> 'needs_attention' AND (status <> 'paused' OR interrupt)"
-)
-_RESUME_CTE: LiteralString = (
-    """
-x AS (
-    UPDATE actor_workflow_executions SET status = 'running', updated_at = akter_now()
-     WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND """
-    + _RESUMABLE
-    + """
-    RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal, trace_context)"""
-)
-RESUME_TURN: LiteralString = "WITH" + _RESUME_CTE + _arm_from("x")
+_RESUME_ARGS: LiteralString = _OWNER_ARGS + ", %(eid)s, %(bucket)s::smallint, %(due)s::timestamptz"
+RESUME_TURN: LiteralString = "SELECT resumed FROM akter_wf_resume(" + _RESUME_ARGS + ", false)"
 
 # The resume turn for the runner of this process that owns the actor, taking its generation in
-# the turn when it holds none (``_ACTIVATE_IN_TURN``).
-RESUME_HERE: LiteralString = (
-    "WITH"
-    + _ACTIVATE_IN_TURN
-    + ","
-    + _RESUME_CTE
-    + ",\narm AS ("
-    + _arm_from("x")
-    + """ RETURNING 1)
-SELECT (SELECT generation FROM gen) AS generation"""
-)
+# the turn when it holds none (%(activate)s). ``claim.RESUME_HERE_HEAD`` selects more from
+# ``RESUME_HERE_FROM``, the function's row ``r`` (generation, resumed).
+RESUME_HERE_FROM: LiteralString = "akter_wf_resume(" + _RESUME_ARGS + ", %(activate)s) AS r"
+RESUME_HERE: LiteralString = "SELECT r.generation FROM " + RESUME_HERE_FROM
 
-# A turn emitted events: executions of this owner with a pending wait on one of their tags get
-# their timer due now (inserted if the wait had none), so no event is missed (invariant 6).
-# The open executions of this owner with a pending wait on one of %(tags)s (after the columns).
-_WAITING_ON_TAGS: LiteralString = """
-      FROM actor_workflow_step s
-      JOIN actor_workflow_executions e
-        ON e.routing_key = s.routing_key AND e.execution_id = s.execution_id
-     WHERE s.routing_key = %(rk)s AND s.kind = 'wait' AND s.exit IS NULL
-       AND s.wait_tag = ANY(%(tags)s::text[])
-       AND e.tenant = %(tenant)s AND e.actor_type = %(actor_type)s AND e.actor_id = %(actor_id)s
-       AND e.status <> 'finished')"""
-
-WAKE_WAITS: LiteralString = (
-    """
-WITH x AS (
-    SELECT DISTINCT e.routing_key, e.execution_id, e.tenant, e.actor_type, e.actor_id, e.principal,
-                    e.trace_context"""
-    + _WAITING_ON_TAGS
-    + "\n"
-    + _arm_from("x")
-    + " RETURNING 1"
-)
+# A turn emitted events: executions of this owner with a pending wait on one of %(tags)s get
+# their timer due at %(due)s (inserted if the wait had none), so no event is missed (invariant
+# 6). One row per execution woken.
+_WAKE_ARGS: LiteralString = _OWNER_ARGS + ", %(tags)s::text[], %(bucket)s::smallint, %(due)s::timestamptz"
+WAKE_WAITS: LiteralString = "SELECT * FROM akter_wf_wake_waits(" + _WAKE_ARGS + ")"
 
 # The same, where the runner of this process owns the actor: the turn is the resume turn of every
-# execution it wakes (as ``RESUME_HERE``), so the pass runs here once it commits, with no
-# ``NOTIFY``, claim or resume turn between; each one's timer becomes a recovery timer. One that
-# rests until a person acts (paused, needs attention) is left as it is, as a resume leaves it: its
-# resume (or resolution) arms its timer, and the pass then finds the event. One row: the
-# generation taken (NULL: the runner holds one), the ids woken and their trace contexts.
+# execution it wakes (as ``RESUME_HERE``), so the pass runs here once it commits
+# (``akter_wf_wake_here``). One row: the generation taken (NULL: the runner holds one), the ids
+# woken and their trace contexts, and how many timers it armed.
 WAKE_HERE: LiteralString = (
-    """WITH
-w AS (
-    SELECT DISTINCT e.routing_key, e.execution_id"""
-    + _WAITING_ON_TAGS
-    + """,
-gen AS (
-    UPDATE actor_generations SET generation = generation + 1
-     WHERE """
-    + OWNER
-    + """ AND %(activate)s AND EXISTS (SELECT FROM w)
-    RETURNING generation),
-x AS (
-    UPDATE actor_workflow_executions e SET status = 'running', updated_at = akter_now()
-      FROM w
-     WHERE e.routing_key = w.routing_key AND e.execution_id = w.execution_id AND """
-    + _RESUMABLE
-    + """
-    RETURNING e.routing_key, e.execution_id, e.tenant, e.actor_type, e.actor_id, e.principal,
-              e.trace_context),
-arm AS ("""
-    + _arm_from("x")
-    + """ RETURNING 1)
-SELECT (SELECT generation FROM gen) AS generation,
-       (SELECT array_agg(execution_id ORDER BY execution_id) FROM x) AS woken,
-       (SELECT array_agg(trace_context ORDER BY execution_id) FROM x) AS traces,
-       (SELECT count(*) FROM arm) AS armed"""
+    "SELECT generation, woken, traces, armed FROM akter_wf_wake_here(" + _WAKE_ARGS + ", %(activate)s)"
 )
 
 # An interrupt turn (``commands.py``), under the owner's row lock the turn holds: flag the
-# execution, keep who asked first, and make its timer due now. ``status`` is NULL when no such
-# execution exists; a finished one is left as it is (``armed`` = 0).
+# execution, keep who asked first, and make its timer due at %(due)s (``akter_wf_interrupt``).
+# ``status`` is NULL when no such execution exists; a finished one is left as it is (``armed`` 0).
 INTERRUPT: LiteralString = (
-    """
-WITH e AS (
-    SELECT status FROM actor_workflow_executions WHERE routing_key = %(rk)s AND execution_id = %(eid)s),
-x AS (
-    UPDATE actor_workflow_executions
-       SET interrupt = true, interrupted_by = coalesce(interrupted_by, %(by)s),
-           interrupt_reason = CASE WHEN interrupted_by IS NULL THEN %(reason)s ELSE interrupt_reason END,
-           updated_at = akter_now()
-     WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND status <> 'finished'
-    RETURNING routing_key, execution_id, tenant, actor_type, actor_id, principal, trace_context),
-arm AS ("""
-    + _arm_from("x")
-    + """ RETURNING 1)
-SELECT (SELECT status FROM e) AS status, (SELECT count(*) FROM arm) AS armed"""
+    "SELECT status, armed FROM akter_wf_interrupt(%(rk)s, %(eid)s, %(by)s, %(reason)s,"
+    " %(bucket)s::smallint, %(due)s::timestamptz)"
 )
 
 # An operator's retry (``commands.py``), under the owner's row lock the turn holds: what there
@@ -231,13 +97,14 @@ RETRY_LINK: LiteralString = """
 UPDATE actor_workflow_executions SET retry_of = %(retry_of)s, retried_by = %(by)s
  WHERE routing_key = %(rk)s AND execution_id = %(eid)s"""
 
-# A blocked execution offered again: its timer due now (which un-parks a parked one, sql/007).
+# A blocked execution offered again: its timer due now (which un-parks a parked one: the trigger
+# actor_outbox_unpark).
 OFFER_NOW: LiteralString = "SELECT akter_wf_arm(%(rk)s, %(eid)s, %(bucket)s::smallint, NULL)"
 
 # A pass reads the execution and all its steps in one query.
 LOAD: LiteralString = """
 SELECT e.workflow, e.key, e.manifest_hash, e.payload, e.principal, e.versions, e.event_cursor,
-       e.status, e.interrupt, e.history_format, e.run_number, e.paused_at IS NOT NULL AS pause,
+       e.status, e.interrupt, e.run_number, e.paused_at IS NOT NULL AS pause,
        e.failed_passes,
        (extract(epoch FROM akter_now()) * 1000)::bigint AS now_ms,
        s.step, s.scope, s.occurrence, s.attempt, s.kind, s.exit,
@@ -255,24 +122,13 @@ ACTIVATE: LiteralString = (
 # The owner, the generation and the execution: the fence of the lock-first functions.
 _FENCED_ARGS = "%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(generation)s, %(eid)s"
 # Activity attempts the pass ran and has not written yet, settled first by the statements that
-# take them (sql/010): parallel arrays of step, scope, occurrence, attempt and exit.
+# take them (akter_wf_settle_many): parallel arrays of step, scope, occurrence, attempt and exit.
 _SETTLES = (
     "%(steps)s::text[], %(scopes)s::text[], %(occurrences)s::int[], %(attempts)s::int[], %(exits)s::bytea[]"
 )
 
-# One statement per step boundary (sql/010): settle what the pass ran, then write the next
-# attempt pending before its work starts (a rerun finds its own row and reuses it; an attempt
-# another runner settled returns its exit), with the recovery timer armed %(recovery)s after the
-# database clock unless one is due sooner.
-BEGIN: LiteralString = (
-    "SELECT fenced, settled, started_ms, exit FROM akter_wf_begin("
-    + _FENCED_ARGS
-    + ", %(bucket)s::smallint, "
-    + _SETTLES
-    + ", %(step)s, %(scope)s, %(occurrence)s, %(attempt)s, %(recovery)s)"
-)
-
-# Settle what the pass ran, before it waits for anything but its own writes (sql/010).
+# Settle what the pass ran, before it waits for anything but its own writes
+# (akter_wf_settle_steps).
 SETTLE_STEPS: LiteralString = (
     "SELECT fenced, settled FROM akter_wf_settle_steps(" + _FENCED_ARGS + ", " + _SETTLES + ")"
 )
@@ -280,7 +136,7 @@ SETTLE_STEPS: LiteralString = (
 # A step recorded settled at once (a race's winner, a version marker) or pending with a due
 # time recorded once (a clock, a wait's deadline), after settling what the pass ran, returning
 # the step's row; DO NOTHING keeps the first record, and a clock already due is settled in the
-# same statement (sql/010).
+# same statement (akter_wf_record).
 RECORD_STEP: LiteralString = (
     "SELECT * FROM akter_wf_record("
     + _FENCED_ARGS
@@ -303,7 +159,7 @@ SELECT s.step, s.scope, s.occurrence, s.attempt, s.kind, s.exit,
 )
 
 # A clock settles only once the database clock has passed its recorded due time; one due within
-# %(hold_ms)s is waited for on the server first (sql/019), so the pass may ask a little early.
+# %(hold_ms)s is waited for on the server first (akter_wf_settle_clock), so the pass may ask a little early.
 SETTLE_CLOCK: LiteralString = """SELECT fenced, settled, due_ms, now_ms FROM akter_wf_settle_clock(
     %(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(generation)s, %(eid)s,
     %(step)s, %(scope)s, %(occurrence)s, %(exit)s, %(hold_ms)s)"""
@@ -325,7 +181,7 @@ SELECT sequence, value, (extract(epoch FROM created_at) * 1000)::bigint AS creat
 # A wait settles with a match (advancing the execution's cursor) or with its timeout — the
 # latter only if no event of its tag stamped by the deadline lies beyond the scanned mark,
 # decided after the fence's row lock is held, so no emitting turn can commit in between
-# (a lock-first function: sql/005).
+# (a lock-first function: akter_wf_settle_wait).
 SETTLE_WAIT: LiteralString = """
 SELECT fenced, settled
   FROM akter_wf_settle_wait(%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(generation)s, %(eid)s,
@@ -344,7 +200,7 @@ UPDATE actor_workflow_step s SET scanned = greatest(s.scanned, %(scanned)s)
 RETURNING 1 AS fenced"""
 )
 
-# Suspension (a lock-first function: sql/005, after the settles of sql/010): abandoned
+# Suspension (a lock-first function: akter_wf_suspend_settled, after the settles): abandoned
 # branches' pending waits and clocks are settled; refused (nothing else written) when an
 # interrupt the pass does not know of is pending or a live wait has an event it has not scanned
 # — the pass goes on instead. Otherwise the execution is suspended and its timer armed at
@@ -357,26 +213,14 @@ SUSPEND: LiteralString = (
     + ", %(due)s, %(abandon)s::text[], %(knows_interrupt)s, %(abandoned)s, %(notify_within)s)"
 )
 
+# A runner that cannot replay the execution leaves it blocked (``akter_wf_leave_blocked``).
 LEAVE_BLOCKED: LiteralString = (
-    "WITH "
-    + FENCE
-    + """,
-x AS (
-    UPDATE actor_workflow_executions e SET status = 'suspended', blocked_reason = %(reason)s,
-           updated_at = akter_now()
-      FROM fence
-     WHERE e.routing_key = %(rk)s AND e.execution_id = %(eid)s AND e.status <> 'finished'
-    RETURNING e.routing_key, e.execution_id, e.tenant, e.actor_type, e.actor_id, e.principal,
-              e.trace_context),
-arm AS ("""
-    + _arm_from("x")
-    # fenced like every engine write: a pass fenced out must learn it (and run on under the
-    # newer generation its runner may hold), never leave the execution as it found it
-    + """ RETURNING 1)
-SELECT (SELECT count(*) FROM fence) AS fenced"""
+    "SELECT fenced FROM akter_wf_leave_blocked("
+    + _FENCED_ARGS
+    + ", %(bucket)s::smallint, %(due)s::timestamptz, %(reason)s)"
 )
 
-# Finishing (a lock-first function: sql/005, after the settles of sql/010): the first terminal
+# Finishing (a lock-first function: akter_wf_finish_settled, after the settles): the first terminal
 # write wins; steps still pending are settled with %(pending_exit)s; the timer is deleted;
 # waiting clients are notified.
 FINISH: LiteralString = (
@@ -387,7 +231,7 @@ FINISH: LiteralString = (
     + ", %(outcome)s, %(result)s, %(interrupt_exit)s, %(drop_steps)s)"
 )
 
-# An execution whose resume timer the relay parked (sql/007) is blocked too, for that reason.
+# An execution whose resume timer the relay parked (actor_outbox.parked_at) is blocked too, for that reason.
 POLL: LiteralString = """
 SELECT e.status, e.outcome, e.result, e.interrupt, e.paused_at IS NOT NULL AS pause,
        nullif(concat_ws('; ', e.blocked_reason,
@@ -402,7 +246,7 @@ SELECT e.status, e.outcome, e.result, e.interrupt, e.paused_at IS NOT NULL AS pa
 
 # Retention: finished executions older than the retention, with their steps, in bounded batches.
 # Retention of finished executions, for the owned buckets only (through the bucket-led partial
-# index of sql/009), SKIP LOCKED so two runners never wait for each other.
+# index actor_workflow_executions_bucket_finished), SKIP LOCKED so two runners never wait for each other.
 PRUNE: LiteralString = """
 WITH old AS (
     SELECT routing_key, execution_id FROM actor_workflow_executions

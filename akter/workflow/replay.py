@@ -18,11 +18,6 @@ early. Where a recorded step matches, its recorded value must still be one the n
 have recorded: a race's winner must be one of its branches, a wait's event must still satisfy
 its ``where``. A finished execution must also finish, with the recorded outcome.
 
-Executions recorded before occurrences (``history_format`` 1) have no scopes: every await of a
-step is its one row. For them the check is weaker: every recorded step that was not given up
-(abandoned, interrupted) must be reached, and the first step asked for that was never recorded
-while one of those is unreached is the divergence.
-
 ``RecordedExecution`` is what the reader (``replay_read.py``) loads and what history files
 (``akter.testing``) hold: stored values as cattrs primitives, decoded here with the new code's
 types, so a value this code would read differently is reported, not guessed.
@@ -93,7 +88,6 @@ class RecordedExecution:
     versions: Mapping[str, int]
     steps: tuple[RecordedStep, ...]
     interrupt: bool = False
-    legacy: bool = False
     outcome: str | None = None
     result: Any = None
     #: which run of the execution the steps are of (``continue_as_new.py``): seeds ``wf.random()``
@@ -214,12 +208,10 @@ def replay(workflow: Workflow[Any, Any] | None, execution: RecordedExecution, *,
     )
     driver: _Recorder | None = None
     try:
-        driver = _Recorder(
-            workflow, ctx, payload, history, interrupted=execution.interrupt, legacy=execution.legacy
-        )
+        driver = _Recorder(workflow, ctx, payload, history, interrupted=execution.interrupt)
         needs = driver.advance(now_ms)
         reached = {a.key for a in driver.asks} & history.keys()
-        divergence = (_legacy if execution.legacy else _compare)(driver, execution)
+        divergence = _compare(driver, execution)
         if divergence is None:
             divergence = _ending(driver, execution, needs)
         return verdict(len(reached), _point(driver, needs), divergence)
@@ -304,23 +296,6 @@ def _mismatch(ask: _Ask, row: RecordedStep) -> str | None:
             if not matched:
                 return f"a wait whose where does not match the recorded event #{match.get('seq')}"
     return None
-
-
-def _legacy(driver: _Recorder, execution: RecordedExecution) -> Divergence | None:
-    """The weaker check of an execution recorded without occurrences."""
-    first, last = _recorded(execution)
-    reached = {a.key for a in driver.asks}
-    given_up = ("abandoned", "interrupt")
-    unreached = [
-        k
-        for k in sorted(first, key=lambda k: first[k])
-        if k not in reached and not (isinstance(last[k].exit, dict) and last[k].exit.keys() & set(given_up))
-    ]
-    if not unreached:
-        return None
-    key = unreached[0]
-    new = next((a for a in driver.asks if a.key not in first), None)
-    return Divergence(str(key), _what(last[key]), new.text() if new is not None else _instead(driver, ""))
 
 
 def _ending(driver: _Recorder, execution: RecordedExecution, needs: Sequence[Need]) -> Divergence | None:

@@ -46,7 +46,7 @@ _MISSING = object()
 
 _COLUMNS = """
 SELECT e.routing_key, e.execution_id, e.tenant, e.actor_type, e.actor_id, e.workflow, e.key, e.status,
-       e.payload, e.principal, e.versions, e.interrupt, e.history_format, e.outcome, e.result,
+       e.payload, e.principal, e.versions, e.interrupt, e.outcome, e.result,
        e.run_number, s.steps, s.scopes, s.occurrences, s.attempts, s.kinds, s.exits, s.started_us, s.due_ms,
        s.cursors, s.scanned"""
 
@@ -179,7 +179,7 @@ class _Reader:
 
     def execution(self, row: Sequence[Any]) -> RecordedExecution:
         (_, eid, tenant, actor_type, actor_id, workflow, key, status, payload, principal, versions,
-         interrupt, history_format, outcome, result, run_number, *steps) = row  # fmt: skip
+         interrupt, outcome, result, run_number, *steps) = row  # fmt: skip
         base = {
             "execution_id": eid,
             "tenant": tenant,
@@ -190,7 +190,6 @@ class _Reader:
             "status": status,
             "versions": versions,
             "interrupt": interrupt,
-            "legacy": history_format == 1,
             "outcome": outcome,
             "run_number": run_number,
         }

@@ -5,8 +5,8 @@ database at URL (it is migrated first) — loops over one step, races and ``akte
 abandoned branches, compensations (one failing, one after an interrupt), waits that matched or
 timed out, some finished and some still open — and exports them with
 ``akter.testing.export_history`` to ``tests/golden/NAME.history.json``. Commit the file with the
-name of the engine's commit: ``tests/integration/test_golden.py`` and ``tests/unit/test_golden_replay.py``
-replay it under every later version of the engine.
+name of the engine's commit: ``tests/unit/test_golden_replay.py`` replays it under every later
+version of the engine.
 """
 
 from __future__ import annotations

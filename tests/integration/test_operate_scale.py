@@ -25,7 +25,7 @@ _GENERATE = """
 INSERT INTO actor_workflow_executions
     (routing_key, execution_id, tenant, actor_type, actor_id, workflow, key, manifest_hash, payload,
      principal, versions, event_cursor, status, outcome, result, blocked_reason, started_at,
-     updated_at, finished_at, history_format)
+     updated_at, finished_at)
 SELECT r.rk,
        'x1.' || rtrim(translate(replace(encode(convert_to(
            '["' || tenant || '","' || actor_type || '","' || actor_id || '","' || workflow || '","'
@@ -36,7 +36,7 @@ SELECT r.rk,
        status, outcome,
        CASE WHEN outcome IS NOT NULL THEN '\\x00'::bytea || convert_to('{"ok":{}}', 'UTF8') END,
        CASE WHEN i % 100 = 5 THEN 'this App declares no workflow ' || workflow END,
-       started, started, CASE WHEN status = 'finished' THEN started + interval '30 seconds' END, 2
+       started, started, CASE WHEN status = 'finished' THEN started + interval '30 seconds' END
   FROM (SELECT i, 'tenant-' || (i % 20) AS tenant,
                (ARRAY['Desk', 'Shop'])[i % 2 + 1] AS actor_type, 'actor-' || (i % 5000) AS actor_id,
                (ARRAY['Job', 'Ship', 'Refund'])[i % 3 + 1] AS workflow, 'order-' || i AS key,

@@ -1,4 +1,4 @@
-"""A finish notifies a small result with it (``sql/021``, channel ``akter_result``), so
+"""A finish notifies a small result with it (``akter_wf_finish``, channel ``akter_finished``), so
 ``run.result()`` in a process that did not run the pass returns it with no read after the wake.
 A result too big for a notification, a note that does not decode, one of another run, or one
 that never arrived falls back to reading the row, as before."""
@@ -108,7 +108,7 @@ async def test_a_result_too_big_for_a_notification_is_read(
         await clock.advance(timedelta(seconds=601))
         result = await task
     assert result == Success(Text(body(20_000)))
-    assert polls == [run.execution_id, run.execution_id]  # woken by the plain notification, then read
+    assert polls == [run.execution_id, run.execution_id]  # woken by the id alone, then read
 
 
 async def test_a_note_that_does_not_decode_or_names_another_run_is_read_past(
@@ -127,7 +127,7 @@ async def test_a_note_that_does_not_decode_or_names_another_run_is_read_past(
             f"nodot {eid}",
         ]
         for i, note in enumerate(notes, start=2):
-            await peek.rows("SELECT pg_notify('akter_result', %s)", note)
+            await peek.rows("SELECT pg_notify('akter_finished', %s)", note)
             # each wakes the waiter, which reads the row (still suspended) and waits on
             seen = await until(
                 lambda: asyncio.sleep(0, (len(polls), task.done())), lambda v, i=i: v[0] >= i or v[1]
@@ -178,3 +178,24 @@ async def test_a_result_notified_after_the_listener_reconnected_needs_no_read(
         result = await task
     assert result == Success(Text(body(24)))
     assert polls == [run.execution_id] * 2  # none after the finish
+
+
+async def test_a_finish_notifies_once_with_its_result_and_id(database_url: str, clock: testing.Clock) -> None:
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as listener:
+        await listener.execute("LISTEN akter_finished")
+        await listener.execute("LISTEN akter_result")  # the second channel of an earlier design
+        async with apart(database_url) as client:
+            run = await suspended(client, "n5", 40)
+            await clock.advance(timedelta(seconds=601))
+            assert await run.result(timeout=60) == Success(Text(body(40)))
+        # the finish's notifications were delivered at its commit, before the result came back:
+        # a round trip on the listening connection has them all read
+        await listener.execute("SELECT 1")
+        heard = [(n.channel, n.payload) async for n in listener.notifies(timeout=0)]
+    (only,) = heard
+    channel, payload = only
+    note, eid = payload.split(" ")
+    assert (channel, eid) == ("akter_finished", run.execution_id)
+    number, data = note.split(".", 1)
+    assert number == "1"
+    assert codec.decode_primitive(base64.b64decode(data)) == exits.encode_ok(Text(body(40)), Text)

@@ -195,7 +195,7 @@ def no_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
 
 EXECUTION_COLUMNS = """
 SELECT workflow, manifest_hash, payload, principal, versions, event_cursor, status, outcome,
-       result, interrupt, blocked_reason, history_format, run_number, failed_passes,
+       result, interrupt, blocked_reason, run_number, failed_passes,
        deadline_at IS NOT NULL AS has_deadline, parent_id, parent_type, parent_actor_id,
        started_at <= updated_at AND updated_at = finished_at AS times_ordered, paused_at, retry_of
   FROM actor_workflow_executions WHERE execution_id = %s"""
@@ -207,7 +207,7 @@ async def _record(peek: Peek, eid: str) -> dict[str, Any]:
     assert len(rows) == 1
     names = [
         "workflow", "manifest_hash", "payload", "principal", "versions", "event_cursor", "status",
-        "outcome", "result", "interrupt", "blocked_reason", "history_format", "run_number",
+        "outcome", "result", "interrupt", "blocked_reason", "run_number",
         "failed_passes", "has_deadline", "parent_id", "parent_type", "parent_actor_id",
         "times_ordered", "paused_at", "retry_of",
     ]  # fmt: skip

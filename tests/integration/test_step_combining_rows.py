@@ -1,6 +1,6 @@
-"""The three ways a step boundary is written record identical rows: ``akter_wf_begin`` (sql/010,
-parallel arrays), the one-settle scalar ``akter_wf_begin_one`` and the combined
-``akter_wf_begin_many`` (sql/023, through ``combine.py``'s own encoding)."""
+"""The two ways a step boundary is written record identical rows: the one-settle scalar
+``akter_wf_begin_one`` (a lone boundary) and the combined ``akter_wf_begin_many`` (through
+``combine.py``'s own encoding), alone in its call or beside another execution's boundary."""
 
 from __future__ import annotations
 
@@ -10,11 +10,10 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from psycopg.rows import dict_row
 
 from akter import codec
 from akter.store.pool import open_pool
-from akter.workflow import combine, queries
+from akter.workflow import combine
 from tests.integration.conftest import Peek
 
 RECOVERY = timedelta(seconds=30)
@@ -54,28 +53,6 @@ def boundary(eid: str, settles: list[Any], write: tuple[str, str, int, int], gen
     return combine.Boundary(params, settles, *write, RECOVERY)
 
 
-async def with_arrays(pool: Any, b: combine.Boundary) -> dict[str, Any]:
-    params = {
-        **b.params,
-        "step": b.step,
-        "scope": b.scope,
-        "occurrence": b.occurrence,
-        "attempt": b.attempt,
-        "recovery": b.recovery,
-        "steps": [s[0] for s in b.settles],
-        "scopes": [s[1] for s in b.settles],
-        "occurrences": [s[2] for s in b.settles],
-        "attempts": [s[3] for s in b.settles],
-        "exits": [s[4] for s in b.settles],
-    }
-    async with pool.connection() as conn:
-        cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(queries.BEGIN, params)
-        row = await cur.fetchone()
-    assert row is not None
-    return row
-
-
 async def through(combiner: combine.Combiner, *boundaries: combine.Boundary) -> list[dict[str, Any]]:
     waiting = [combine._Waiting(b, asyncio.get_running_loop().create_future()) for b in boundaries]
     return await combiner._rows(waiting)
@@ -94,17 +71,14 @@ def answer(row: dict[str, Any]) -> tuple[Any, ...]:
     return (row["fenced"], row["settled"], None if exit_ is None else bytes(exit_), row["started_ms"] is None)
 
 
-async def test_the_scalar_the_array_and_the_combined_paths_record_identical_rows(
-    pool: Any, peek: Peek
-) -> None:
+async def test_the_scalar_and_the_combined_paths_record_identical_rows(pool: Any, peek: Peek) -> None:
     await peek.rows(
         "INSERT INTO actor_generations (routing_key, tenant, actor_type, actor_id, generation)"
         " VALUES (4242, 'acme', 'Steps', 'rows', 3) RETURNING 1"
     )
     combiner = combine.Combiner(pool)
-    answers: dict[str, list[tuple[Any, ...]]] = {"arrays": [], "scalars": [], "combined": [], "beside": []}
+    answers: dict[str, list[tuple[Any, ...]]] = {"scalars": [], "combined": [], "beside": []}
     for settles, write in SEQUENCE:
-        answers["arrays"].append(answer(await with_arrays(pool, boundary("e-arrays", settles, write))))
         (alone,) = await through(combiner, boundary("e-scalars", settles, write))
         answers["scalars"].append(answer(alone))
         # combined with a boundary of another execution, listed first: each row goes to its own
@@ -113,17 +87,17 @@ async def test_the_scalar_the_array_and_the_combined_paths_record_identical_rows
         )
         answers["combined"].append(answer(mine))
         answers["beside"].append(answer(beside))
-    assert answers["scalars"] == answers["arrays"]
-    assert answers["combined"] == answers["arrays"]
-    assert answers["beside"] == answers["arrays"]
-    assert [a[1] for a in answers["arrays"]] == [0, 1, 0, 1]  # the rerun settled nothing twice
-    rows = {eid: await recorded(peek, eid) for eid in ("e-arrays", "e-scalars", "e-combined", "e-beside")}
-    assert rows["e-arrays"] == [
+    assert answers["combined"] == answers["scalars"]
+    assert answers["beside"] == answers["scalars"]
+    # fenced, the rerun settled nothing twice, no exit read back, a start time every time
+    assert answers["scalars"] == [(True, 0, None, False), (True, 1, None, False)] * 2
+    rows = {eid: await recorded(peek, eid) for eid in ("e-scalars", "e-combined", "e-beside")}
+    assert rows["e-scalars"] == [
         ("first", "", 1, 1, "activity", EXIT_A, False, False),
         ("second", "b/0", 2, 1, "activity", EXIT_B, False, False),
         ("second", "b/0", 2, 2, "activity", None, True, False),
     ]
-    assert rows["e-scalars"] == rows["e-combined"] == rows["e-beside"] == rows["e-arrays"]
+    assert rows["e-combined"] == rows["e-beside"] == rows["e-scalars"]
 
 
 async def test_a_stale_boundary_in_a_combined_write_writes_nothing_and_the_others_are_written(

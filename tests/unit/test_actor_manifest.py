@@ -177,13 +177,6 @@ def test_a_state_is_read_in_the_shape_it_was_stored_in_and_upgraded() -> None:
     assert upgrade.read_state(chained, stored(cart.CartLines(lines=("a",))), mid) == v3
 
 
-def test_a_state_stored_without_a_shape_is_read_as_the_declared_shape_it_matches_exactly() -> None:
-    upgraded = cart.VARIANTS["upgraded"][0]
-    lines = cart.CartLines(lines=("a",))
-    assert upgrade.read_state(upgraded, stored(cart.Cart(items=("a",))), None) == lines
-    assert upgrade.read_state(upgraded, stored(lines), None) == lines
-
-
 def test_an_upgrade_that_fails_or_returns_another_type_is_a_defect() -> None:
     def broken(old: cart.Cart) -> cart.CartLines:
         raise ValueError("no")

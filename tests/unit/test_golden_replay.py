@@ -2,10 +2,10 @@
 and code whose body changed — declarations unchanged — is caught at the first occurrence that
 differs, with what it asked for instead.
 
-``tests/golden/*.history.json`` hold executions recorded by earlier versions of the engine:
-``flows-def1e70`` before steps had occurrences (exported from ``flows-def1e70.json``'s rows),
-``edges-flows-d688b89`` with loops, races and ``akter.all`` with abandoned branches, failing
-and interrupted compensations, open and finished (``tests/golden/record.py``).
+``tests/golden/*.history.json`` hold executions recorded by earlier versions of the engine
+(``tests/golden/record.py``, named by the engine's commit): ``edges-flows-07cefb5`` with loops,
+races and ``akter.all`` with abandoned branches, failing and interrupted compensations, waits
+that matched or timed out, open and finished. Each later version adds its own and keeps these.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from tests.apps import edges, flows
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 TODAY = [edges.Edges, edges.Ledger, flows.Flows, flows.Ledger]
-RECENT = GOLDEN / "edges-flows-d688b89.history.json"
-LEGACY = GOLDEN / "flows-def1e70.history.json"
+RECENT = GOLDEN / "edges-flows-07cefb5.history.json"
 
 
 @pytest.mark.parametrize("path", sorted(GOLDEN.glob("*.history.json")), ids=lambda p: p.name)
@@ -37,11 +36,7 @@ def test_every_golden_history_replays_under_todays_code(path: Path) -> None:
 def _divergences(report: testing.ReplayReport, workflow: str) -> dict[str, tuple[str, str, str]]:
     """job name -> (at, recorded, asked), from the report's data as a user reads it."""
     (found,) = [w for w in report.data()["workflows"] if w["workflow"] == workflow]
-    names = {
-        e.execution_id: e.payload["name"]
-        for path in (RECENT, LEGACY)
-        for e in testing.load_history(path).executions
-    }
+    names = {e.execution_id: e.payload["name"] for e in testing.load_history(RECENT).executions}
     return {names[d["execution_id"]]: (d["at"], d["recorded"], d["asked"]) for d in found["divergences"]}
 
 
@@ -132,30 +127,6 @@ def test_swapped_race_branches_diverge_in_the_branch_that_changed() -> None:
     )
     diverged = _divergences(report, "Racing")
     assert sorted(diverged.values()) == sorted([swapped_at, pending])
-
-
-def test_a_history_recorded_before_occurrences_is_checked_too() -> None:
-    actor = akter.Actor("Flows", state=flows.Board, events=[flows.Signal])
-    book = actor.workflow("Book", input=flows.Job, output=flows.Done)
-    ledger, hold = (
-        book.activity("ledger", success=int, retry=akter.Retry(times=2)),
-        book.activity("hold", success=str),
-    )
-    undo, rest = book.activity("undo", success=str), book.sleep("rest")
-
-    @book.body
-    async def rest_first(wf: akter.WorkflowContext, job: flows.Job) -> flows.Done:
-        n = await wf.compensate(ledger(flows.write_ledger, job.name), undo=lambda _: undo(flows.plain, "u"))
-        await rest(timedelta(seconds=job.seconds))
-        await hold(flows.held, f"{job.name}-hold")
-        return flows.Done(f"ledger {n}")
-
-    report = testing.replay_history([actor], LEGACY)
-    assert _divergences(report, "Book") == {
-        "g": (
-            "hold#1", "activity hold#1", "the body to wait at rest#1 instead"
-        ),
-    }  # fmt: skip
 
 
 def test_a_file_that_is_not_a_history_is_refused_by_name(tmp_path: Path) -> None:
