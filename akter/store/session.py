@@ -18,8 +18,8 @@ Durable times (timers, deadlines, retry times, due times) are computed on the da
 row lock. One exception, bounded: an optimistic turn runs on this estimate, and the due times
 its hooks compute (a delayed send, a recovery timer) come from it. Its first statement
 (``akter_turn_check``) refuses the whole turn, before anything is written, unless the estimate
-is at most ``BEHIND_MS`` behind and 1 ms ahead of ``akter_now()`` as the row lock is granted, so
-such a time is at most 10 ms early and 1 ms late.
+is at most ``BEHIND_MS`` behind and 1 ms ahead of the ``akter_now()`` it reads under the row
+lock, so such a time is at most 10 ms early and 1 ms late on the clock a loaded turn would use.
 
 It also holds the engine's one ``Listener`` (``akter.store.listener``): one ``LISTEN`` connection
 for every ``run.result()`` waiter and every subscription to an actor's events in the process.
