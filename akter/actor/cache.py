@@ -1,11 +1,12 @@
 """What a process remembers of the actors it ran turns on, so that its next turn on one of them
-can be optimistic: one round trip instead of two (``kernel.py``, ``sql/018_optimistic_turns.sql``).
+can be optimistic: one round trip instead of two (``drive.py``, ``sql/018_optimistic_turns.sql``).
 
 An entry is what the last turn this process committed (or loaded) on an actor left: the actor's
 version, its event sequence and its stored state, exactly as stored. It is a guess, never the
 truth: any turn elsewhere bumps the version, and the optimistic turn's first statement checks
 the version under the actor's row lock, so a stale entry costs one round trip and is replaced.
-Nothing is ever decided from an entry without that check.
+Nothing is ever decided from an entry without that check. The clock such a turn runs on is not
+kept here: it is the session's one estimate (``akter.store.session``).
 
 For an actor the process never saw, the turn may guess that the actor does not exist yet (a
 new order, a new account: the common case for the actor a workflow start creates). The guess is
@@ -20,7 +21,6 @@ not remembered; its turns take two round trips).
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
 
 import attrs
@@ -33,8 +33,6 @@ DEFAULT_MAX_STATE_BYTES = 16 * 1024
 DEFAULT_MAX_TOTAL_BYTES = 16 * 1024 * 1024
 #: unknown actors of a type that take the two-round-trip way after a wrong "does not exist" guess
 ABSENT_BACKOFF = 64
-#: how far behind the database clock the process's estimate may be for an optimistic turn
-BEHIND_MS = 10
 
 
 @attrs.frozen
@@ -67,18 +65,9 @@ class ActorCache:
         self.total_bytes = 0
         #: per actor type, unknown actors still to take the two-round-trip way
         self._absent_backoff: dict[str, int] = {}
-        #: database clock minus this process's wall clock, from the last turn that loaded
-        self.skew_ms: int | None = None
         #: counts, for tests and benchmarks: optimistic turns committed, and fallen back
         self.hits = 0
         self.misses = 0
-
-    def now_ms(self) -> int | None:
-        """This process's estimate of ``akter_now()``; None before any turn loaded it."""
-        return None if self.skew_ms is None else _local_ms() + self.skew_ms
-
-    def observe_clock(self, database_now_ms: int) -> None:
-        self.skew_ms = database_now_ms - _local_ms()
 
     def guess(self, ref: ActorRef, *, new: bool = True) -> Known | None:
         """What to assume of ``ref`` for an optimistic turn, or None to take two round trips.
@@ -123,7 +112,3 @@ class ActorCache:
 
 def _size(known: Known) -> int:
     return 0 if known.state is None else len(known.state)
-
-
-def _local_ms() -> int:
-    return time.time_ns() // 1_000_000

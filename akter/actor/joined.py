@@ -20,35 +20,27 @@ pool, each turn inside a savepoint of that transaction:
   raises; the application's transaction stays usable. A declared failure writes its failure
   receipt, as a pooled turn does, which commits or rolls back with the application.
 
-The same turn logic as ``kernel.py`` runs here (it is reused, not copied): only the transaction
-around it differs. An async client takes a ``psycopg.AsyncConnection``; the sync client a
-``psycopg.Connection``, whose statements run in the calling thread (``Inline``), never on the
-engine's event loop.
+The turn is the plan every turn runs (``plan.py``); this module is its third driver, beside the
+pooled and the optimistic ones (``drive.py``): only the transaction around it differs, and a
+hook's batched statements are sent one by one. An async client takes a
+``psycopg.AsyncConnection``; the sync client a ``psycopg.Connection``, whose statements run in
+the calling thread (``Inline``), never on the engine's event loop.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Coroutine, Mapping
-from typing import Any, TypeVar
+from typing import Any, LiteralString, TypeVar
 
-import attrs
 import psycopg
 from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict
-from returns.result import Success
 
-from akter.actor import queries
+from akter.actor import plan, queries
 from akter.actor.declare import Command
-from akter.actor.kernel import (
-    Committed,
-    TurnOptions,
-    _handle,
-    _prepare_write,
-    _replay,
-    _Request,
-    prepare_request,
-)
+from akter.actor.drive import drive
+from akter.actor.kernel import Answer, Committed, Read, Request, TurnOptions, prepare_request
 from akter.actor.sender import Sender
 from akter.callers import Caller
 from akter.errors import ActorBusy, CommandExpired, ConfigurationError
@@ -57,71 +49,41 @@ from akter.store.sqlstate import is_lock_timeout
 
 T = TypeVar("T")
 
-SAVEPOINT = "akter_turn"
+SAVEPOINT: LiteralString = "SAVEPOINT akter_turn"
+RELEASE: LiteralString = "RELEASE SAVEPOINT akter_turn"
+ROLLBACK_TO: LiteralString = "ROLLBACK TO SAVEPOINT akter_turn"
 
 Connection = psycopg.Connection[Any] | psycopg.AsyncConnection[Any]
 
 
-class _SyncCursor:
-    """An awaitable face on a sync cursor, for the hooks (which are written for async)."""
+class _Joined:
+    """The application's connection, sync or async, behind awaitables: a sync one's calls
+    block and return, so a coroutine using it never suspends and ``Inline`` can drive it."""
 
-    def __init__(self, cur: psycopg.Cursor[Any]) -> None:
-        self._cur = cur
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
 
-    @property
-    def rowcount(self) -> int:
-        return self._cur.rowcount
+    async def execute(self, query: Any, params: Mapping[str, Any] | None = None) -> Answer:
+        """A statement as the application's connection runs it (server-side binding)."""
+        conn = self.conn
+        if isinstance(conn, psycopg.AsyncConnection):
+            acur = await conn.execute(query, params)
+            rows = await acur.fetchall() if acur.description is not None else []
+            return Answer(tuple(rows), acur.rowcount)
+        cur = conn.execute(query, params)
+        return Answer(tuple(cur.fetchall() if cur.description is not None else []), cur.rowcount)
 
-    async def fetchone(self) -> Any:
-        return self._cur.fetchone()
-
-    async def fetchall(self) -> list[Any]:
-        return self._cur.fetchall()
-
-
-class SyncAsAsync:
-    """An awaitable face on a sync connection: every call blocks and returns, so a coroutine
-    using it never suspends and ``Inline`` can drive it in the calling thread."""
-
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
-        self._conn = conn
-
-    async def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None) -> _SyncCursor:
-        return _SyncCursor(self._conn.execute(query, params, prepare=prepare))
-
-    async def call(self, query: str, params: Mapping[str, Any], *, fetch: bool = True) -> Any:
-        """A ``CALL`` with client-side binding (as the kernel sends it); its OUT row."""
-        cur = psycopg.ClientCursor(self._conn)
-        cur.execute(query, params)
-        return cur.fetchone() if fetch else None
-
-    async def first(self, query: Any, params: Mapping[str, Any]) -> Any:
-        """A statement's first row, or None when it returns no rows."""
-        cur = psycopg.ClientCursor(self._conn)
+    async def first(self, query: Any, params: Mapping[str, Any]) -> tuple[Any, ...] | None:
+        """A statement bound client-side, as the pooled turn sends it (a ``CALL``, a hook's
+        batched statement); its first row, or None when it returns no rows."""
+        conn = self.conn
+        if isinstance(conn, psycopg.AsyncConnection):
+            acur = psycopg.AsyncClientCursor(conn)
+            await acur.execute(query, params)
+            return await acur.fetchone() if acur.description is not None else None
+        cur = psycopg.ClientCursor(conn)
         cur.execute(query, params)
         return cur.fetchone() if cur.description is not None else None
-
-
-class _AsyncDb:
-    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        self._conn = conn
-
-    async def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None) -> Any:
-        return await self._conn.execute(query, params, prepare=prepare)
-
-    async def call(self, query: str, params: Mapping[str, Any], *, fetch: bool = True) -> Any:
-        cur = psycopg.AsyncClientCursor(self._conn)
-        await cur.execute(query, params)
-        return await cur.fetchone() if fetch else None
-
-    async def first(self, query: Any, params: Mapping[str, Any]) -> Any:
-        cur = psycopg.AsyncClientCursor(self._conn)
-        await cur.execute(query, params)
-        return await cur.fetchone() if cur.description is not None else None
-
-
-def _db(conn: Connection) -> Any:
-    return _AsyncDb(conn) if isinstance(conn, psycopg.AsyncConnection) else SyncAsAsync(conn)
 
 
 def check_connection(conn: object, url: str, *, sync: bool) -> None:
@@ -150,73 +112,57 @@ def _check_joinable(conn: Connection) -> None:
         )
 
 
-async def run_joined_turn(  # noqa: PLR0917 -- mirrors kernel.run_turn
-    conn: Connection,
-    command: Command[Any, Any, Any],
-    ref: ActorRef,
-    payload: object,
-    command_id: CommandId,
-    caller: Caller,
-    options: TurnOptions,
-) -> Committed:
-    """One turn in a savepoint of ``conn``'s open transaction; see the module docstring. A
-    connection that cannot join is refused before anything about the command is checked."""
-    _check_joinable(conn)
-    request = prepare_request(command, ref, payload, command_id, caller)
-    db = _db(conn)
-    await db.execute(f"SAVEPOINT {SAVEPOINT}")
+async def run_joined_turn(conn: Connection, request: Request, options: TurnOptions) -> Committed:
+    """One turn in a savepoint of ``conn``'s open transaction; see the module docstring."""
+    db = _Joined(conn)
+    await db.execute(SAVEPOINT)
     try:
-        record, keep = await _joined_once(db, conn, request, options)
+        record = await _joined(db, request, options)
     except BaseException as exc:
         # the turn's writes go; the application's transaction before the savepoint stays
         with contextlib.suppress(psycopg.Error):  # a broken connection has nothing to roll back
-            await _rollback_to(db, conn)
+            await _rollback_to(db)
         if isinstance(exc, psycopg.Error) and is_lock_timeout(exc):
-            raise ActorBusy(f"{ref} stayed locked past this connection's lock_timeout") from exc
+            raise ActorBusy(f"{request.ref} stayed locked past this connection's lock_timeout") from exc
         raise
-    if keep:
-        await db.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
+    if record.replayed:
+        await _rollback_to(db)  # a replay wrote nothing; the lock it took is let go
     else:
-        await _rollback_to(db, conn)
+        await db.execute(RELEASE)
     return record
 
 
-async def _rollback_to(db: Any, conn: Connection) -> None:
-    if conn.closed or conn.info.transaction_status == pq.TransactionStatus.IDLE:
+async def _rollback_to(db: _Joined) -> None:
+    if db.conn.closed or db.conn.info.transaction_status == pq.TransactionStatus.IDLE:
         return
-    await db.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
-    await db.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
+    await db.execute(ROLLBACK_TO)
+    await db.execute(RELEASE)
 
 
-async def _joined_once(
-    db: Any, conn: Connection, request: _Request, options: TurnOptions
-) -> tuple[Committed, bool]:
-    """Lock and load, resolve the receipt, run the handler, write; whether to keep the writes
-    (a replay writes nothing and releases the lock)."""
-    fetched = await db.call(queries.LOAD, request.params)
-    row = queries.Loaded(*fetched)
-    if request.command_id.expires_ms < row.now_ms:
-        raise CommandExpired(
-            f"command id {request.command_id} expired {row.now_ms - request.command_id.expires_ms} ms ago",
-            database_now_ms=row.now_ms,
-        )
-    if row.command is not None:
-        return _replay(request, row), False
-    turn, outcome = await _handle(request, row)
-    write, record = _prepare_write(request, row, turn, outcome)
-    record = attrs.evolve(record, joined=True)
-    hook_conn = conn if isinstance(conn, psycopg.AsyncConnection) else db
-    if isinstance(outcome, Success):
-        for hook in options.hooks:
-            await hook.before_commit(hook_conn, turn, record)
-    # the hooks' statements (``Committed.with_write``), before the turn's own write, as the
-    # kernel sends them; their answers come now, as nothing after the commit runs here
-    for query, args, answer in record._batched:
-        answered = await db.first(query, args)
-        if answer is not None:
-            answer(answered)
-    await db.call(queries.write(len(record.events)), write, fetch=False)
-    return record, True
+async def _joined(db: _Joined, request: Request, options: TurnOptions) -> Committed:
+    """The plan driven on the application's connection: the load in its transaction, the
+    hooks' statements one by one before the turn's write, their answers at once (nothing runs
+    after the application's commit here), no commit."""
+
+    async def serve(step: plan.Step) -> Any:
+        match step:
+            case plan.Load():
+                fetched = await db.first(queries.LOAD_IN_TRANSACTION, request.params)
+                if fetched is None:  # pragma: no cover - the procedure always returns the locked row
+                    raise AssertionError(f"akter_turn_load_versioned returned no row for {request.ref}")
+                return queries.Loaded(*fetched)
+            case Read(query=query, params=params):
+                return await db.execute(query, params)
+            case plan.Commit(statements=statements, write=(write, params)):
+                answers = [await db.first(query, args) for query, args in statements]
+                await db.first(write, params)
+                return answers
+        raise AssertionError(step)  # pragma: no cover
+
+    done = await drive(plan.turn(request, options.hooks, joined=True), request, serve)
+    if not isinstance(done, plan.Done):  # pragma: no cover - only a turn on memory falls back
+        raise TypeError(done)
+    return done.record
 
 
 class JoinedSender(Sender):
@@ -236,19 +182,21 @@ class JoinedSender(Sender):
         command_id: CommandId | None,
         caller: Caller,
     ) -> Committed:
-        """One joined turn. An id minted here that the database finds expired is re-minted
+        """One joined turn. A connection that cannot join is refused before anything about the
+        command is checked. An id minted here that the database finds expired is re-minted
         once, as the engine's send does (the savepoint rolled back, nothing was written)."""
+        _check_joinable(self.conn)
         minted = command_id is None
         cid = command_id or self.session.mint_command_id()
         try:
-            record = await run_joined_turn(self.conn, command, ref, payload, cid, caller, self.options)
+            request = prepare_request(command, ref, payload, cid, caller)
+            return await run_joined_turn(self.conn, request, self.options)
         except CommandExpired as exc:
             self.session.observe_clock(exc.database_now_ms)
             if not minted:
                 raise
-            cid = self.session.mint_command_id()
-            record = await run_joined_turn(self.conn, command, ref, payload, cid, caller, self.options)
-        return record
+            request = prepare_request(command, ref, payload, self.session.mint_command_id(), caller)
+            return await run_joined_turn(self.conn, request, self.options)
 
 
 class Inline:

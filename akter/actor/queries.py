@@ -73,3 +73,10 @@ def write(events: int) -> LiteralString:
         f" %(caller_key)s, %(outcome)s, %(failed)s, %(expires_ms)s, %(state)s, %(state_shape)s,"
         f" %(event_seq)s, {arrays})"
     )
+
+
+#: the versioned load alone, in a transaction the application opened (``joined.py``)
+LOAD_IN_TRANSACTION: LiteralString = (
+    f"CALL akter_turn_load_versioned({_KEY}, %(command_id)s,"
+    " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
+)

@@ -9,8 +9,8 @@ A lost connection or an exhausted pool is retried with the same command id until
 ``busy_timeout``: the id makes the retry exactly-once (the turn either committed, and the receipt
 answers, or it did not). Past the budget, ``DatabaseUnavailable``. An id this sender minted that
 the database finds expired is re-minted once (nothing was written); a caller's own id is never
-re-minted, and its ``CommandExpired`` reaches the caller. Every answer corrects the session's
-estimate of the database clock.
+re-minted, and its ``CommandExpired`` reaches the caller. Every turn's load or check corrects the
+session's estimate of the database clock (``drive.py``), as the refusal of an expired id does.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ import psycopg
 import psycopg_pool
 
 from akter.actor.declare import Actor, Command
-from akter.actor.kernel import Committed, TurnOptions, run_turn
+from akter.actor.drive import run_turn
+from akter.actor.kernel import Committed, TurnOptions
 from akter.callers import Caller
 from akter.errors import CommandExpired, ConfigurationError, DatabaseUnavailable
 from akter.ids import ActorRef, CommandId
@@ -85,7 +86,15 @@ class Sender:
                 async with self.session.pool.connection() as conn:
                     attempt, fresh = fresh, False
                     record = await run_turn(
-                        conn, command, ref, payload, cid, caller, self.options, fresh=attempt
+                        conn,
+                        command,
+                        ref,
+                        payload,
+                        cid,
+                        caller,
+                        self.options,
+                        fresh=attempt,
+                        clock=self.session,
                     )
             except CommandExpired as exc:
                 self.session.observe_clock(exc.database_now_ms)
@@ -112,8 +121,6 @@ class Sender:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
             else:
-                if record.database_now_ms is not None:
-                    self.session.observe_clock(record.database_now_ms)
                 return record
 
 

@@ -41,7 +41,8 @@ import psycopg_pool
 
 from akter import faults, telemetry
 from akter.actor.declare import Command
-from akter.actor.kernel import Committed, run_turn
+from akter.actor.drive import run_turn
+from akter.actor.kernel import Committed, UnderLock
 from akter.actor.staged import decode_payload
 from akter.actor.turn import Turn
 from akter.callers import System
@@ -188,9 +189,7 @@ class _DeleteInTurn:
         self.row = row
         self.deleted = False
 
-    async def before_commit(
-        self, conn: psycopg.AsyncConnection[Any], turn: Turn[Any], record: Committed
-    ) -> None:
+    async def before_commit(self, db: UnderLock, turn: Turn[Any], record: Committed) -> None:
         record.with_write(queries.ACK_IN_TURN, self.row.claim_params(), self._done)
 
     def _done(self, _: tuple[Any, ...] | None) -> None:
@@ -215,7 +214,9 @@ async def deliver(sender: Sender, settings: RelaySettings, row: Claimed, acks: A
             # a first delivery's id has never reached the receiver, so its turn may be
             # optimistic; a redelivery may find its receipt, which it replays without the handler
             fresh = row.attempts == 1
-            record = await run_turn(conn, command, ref, payload, command_id, caller, options, fresh=fresh)
+            record = await run_turn(
+                conn, command, ref, payload, command_id, caller, options, fresh=fresh, clock=sender.session
+            )
         await faults.hit("relay.before_delete", *ids)
     except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
         if isinstance(exc, psycopg_pool.PoolTimeout) or is_connection_lost(exc):

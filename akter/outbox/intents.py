@@ -17,10 +17,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import psycopg
-
 from akter import codec, telemetry
-from akter.actor.kernel import Committed
+from akter.actor.kernel import Committed, UnderLock
 from akter.actor.staged import LAYER, Cancel, Send
 from akter.actor.turn import Turn
 from akter.callers import Anonymous, Principal, System, User
@@ -80,9 +78,7 @@ def _final_ops(items: list[Any]) -> tuple[list[Send], list[str]]:
 class OutboxHook:
     """The kernel ``TurnHook`` that writes a turn's staged intents in its transaction."""
 
-    async def before_commit(
-        self, conn: psycopg.AsyncConnection[Any], turn: Turn[Any], record: Committed
-    ) -> None:
+    async def before_commit(self, db: UnderLock, turn: Turn[Any], record: Committed) -> None:
         items = turn.staged.get(LAYER)
         if not items:
             return

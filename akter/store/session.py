@@ -7,11 +7,19 @@ on: the **retry window** (``actor_deployment.retry_window``, how long a command 
 valid) and an **estimate of the database clock** (``skew_ms``: database clock minus this
 process's, refreshed by every statement that returns ``akter_now()``).
 
-Ids minted on the estimate may be stale (the clock moved, a test jumped it); the database
-refuses an expired id and says what its clock reads, and whoever minted it corrects the
-estimate with ``observe_clock`` and mints again. Durable times (timers, deadlines, retry times)
-are never computed from the estimate: they are ``akter_now()`` inside the statement that
-writes them.
+It is the process's one estimate: ids are minted on it, optimistic turns run on it
+(``akter.actor.drive``), and every turn's load or check corrects it (``observe_clock``). Ids
+minted on the estimate may be stale (the clock moved, a test jumped it); the database refuses an
+expired id and says what its clock reads, and whoever minted it corrects the estimate and mints
+again.
+
+Durable times (timers, deadlines, retry times, due times) are computed on the database clock:
+``akter_now()`` inside the statement that writes them, or the clock a turn's load read under the
+row lock. One exception, bounded: an optimistic turn runs on this estimate, and the due times
+its hooks compute (a delayed send, a recovery timer) come from it. Its first statement
+(``akter_turn_check``) refuses the whole turn, before anything is written, unless the estimate
+is at most ``BEHIND_MS`` behind and 1 ms ahead of the ``akter_now()`` it reads under the row
+lock, so such a time is at most 10 ms early and 1 ms late on the clock a loaded turn would use.
 
 It also holds the engine's one ``Listener`` (``akter.store.listener``): one ``LISTEN`` connection
 for every ``run.result()`` waiter and every subscription to an actor's events in the process.
@@ -28,6 +36,9 @@ import psycopg_pool
 
 from akter.ids import CommandId
 from akter.store.listener import Listener
+
+#: how far behind ``akter_now()`` the estimate may be for an optimistic turn (see above)
+BEHIND_MS = 10
 
 
 class Session:

@@ -35,7 +35,6 @@ import json
 from typing import TYPE_CHECKING, Any, Final, LiteralString
 
 import attrs
-import psycopg
 
 from akter import codec, tagged
 from akter.actor import limits
@@ -56,6 +55,7 @@ from akter.workflow.driver import StepKey, StepRow
 
 if TYPE_CHECKING:
     from akter.actor.declare import Command
+    from akter.actor.kernel import UnderLock
     from akter.workflow.declare import Workflow
 
 #: what a resolution may decide: supply the attempt's result or a declared error, allow one more
@@ -210,9 +210,7 @@ def _check_reason(reason: object) -> None:
         raise InvalidInput(f"a reason is a str of at most {MAX_REASON} characters")
 
 
-async def apply(
-    conn: psycopg.AsyncConnection[Any], turn: Turn[Any], base: dict[str, Any], item: HoldMark
-) -> bool:
+async def apply(conn: UnderLock, turn: Turn[Any], base: dict[str, Any], item: HoldMark) -> bool:
     """Apply a pause, unpause or resolution in the turn; whether a timer was made due now.
     Raises (the turn then writes nothing) for an id that is not of this member, actor and
     tenant, or names no execution, and ``ExecutionNotResolvable`` / ``InvalidResolution`` for
@@ -246,7 +244,7 @@ def _describe(decision: str, step: str | None) -> str:
 
 
 async def resolve(  # noqa: PLR0917 -- the turn's connection, what it resolves, and the statement's params
-    conn: psycopg.AsyncConnection[Any],
+    conn: UnderLock,
     workflow: Workflow[Any, Any],
     eid: ExecutionId,
     payload: Resolve,
@@ -343,7 +341,7 @@ def _type_name(as_type: Any) -> str:
 
 
 async def interrupt_attention(  # noqa: PLR0917 -- as resolve, with the interrupt's caller and reason
-    conn: psycopg.AsyncConnection[Any],
+    conn: UnderLock,
     workflow: Workflow[Any, Any],
     eid: ExecutionId,
     caller: Caller,

@@ -44,10 +44,8 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-import psycopg
-
 from akter import codec, logs, telemetry
-from akter.actor.kernel import Committed
+from akter.actor.kernel import Committed, UnderLock
 from akter.actor.turn import Turn
 from akter.callers import System
 from akter.errors import CorruptRecord, ExecutionNotRetryable, InvalidExecutionId, InvalidInput
@@ -193,9 +191,7 @@ class WorkflowHook:
         self.tags = {name: wait_tags(workflows_of(a)) for name, a in actors.items()}
         self.runners: list[WorkflowRunner] = []
 
-    async def before_commit(
-        self, conn: psycopg.AsyncConnection[Any], turn: Turn[Any], record: Committed
-    ) -> None:
+    async def before_commit(self, conn: UnderLock, turn: Turn[Any], record: Committed) -> None:
         ref = record.ref
         notify = False
         base = {**ref.key_params(), "bucket": ref.bucket}
@@ -265,7 +261,7 @@ class WorkflowHook:
 
     async def _start(
         self,
-        conn: psycopg.AsyncConnection[Any],
+        conn: UnderLock,
         turn: Turn[Any],
         record: Committed,
         *,
@@ -327,7 +323,7 @@ class WorkflowHook:
         }
 
     async def _interrupt(
-        self, conn: psycopg.AsyncConnection[Any], turn: Turn[Any], base: dict[str, Any], item: InterruptMark
+        self, conn: UnderLock, turn: Turn[Any], base: dict[str, Any], item: InterruptMark
     ) -> bool:
         """Flag the execution; whether its timer was armed. Raises ``InvalidExecutionId`` (the
         turn then writes nothing) for an id that is not of this member, actor and tenant, or that
@@ -347,9 +343,7 @@ class WorkflowHook:
             await holds.interrupt_attention(conn, item.workflow, eid, turn.caller, params, item.reason)
         return bool(armed)
 
-    async def _retry(
-        self, conn: psycopg.AsyncConnection[Any], turn: Turn[Any], base: dict[str, Any], item: RetryMark
-    ) -> None:
+    async def _retry(self, conn: UnderLock, turn: Turn[Any], base: dict[str, Any], item: RetryMark) -> None:
         """Start a failed or defect execution again, or offer a blocked one to runners now
         (``commands.py``); ``ExecutionNotRetryable`` (nothing written) for anything else."""
         eid = parse_for(item.workflow, item.execution_id, turn.ref.tenant, turn.ref)

@@ -39,8 +39,7 @@ from akter import codec
 from akter.errors import ExecutionKeyConflict
 
 if TYPE_CHECKING:
-    import psycopg
-
+    from akter.actor.kernel import UnderLock
     from akter.workflow.commands import StartMark
 
 
@@ -89,9 +88,7 @@ def decide(status: str | None, same_input: bool, policy: KeyReuse, eid: str) -> 
     )
 
 
-async def judge(
-    conn: psycopg.AsyncConnection[Any], base: dict[str, Any], item: StartMark, staged: dict[str, Any]
-) -> Decision:
+async def judge(conn: UnderLock, base: dict[str, Any], item: StartMark, staged: dict[str, Any]) -> Decision:
     """Read the key's execution (the turn holds the owner's row lock) and decide. ``staged``:
     the inputs of the keyed starts this turn wrote so far, by execution id — their rows are
     written with the turn's own write, after every decision, so they are judged from here."""

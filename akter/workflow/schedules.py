@@ -41,13 +41,12 @@ from typing import TYPE_CHECKING, Any, LiteralString
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import attrs
-import psycopg
 from cronsim import CronSim, CronSimError
 
 from akter import codec
 from akter.actor import staged
 from akter.actor.declare import Actor as ActorType
-from akter.actor.kernel import Committed
+from akter.actor.kernel import Committed, UnderLock
 from akter.actor.turn import Turn
 from akter.errors import ConfigurationError, CorruptRecord, DeclarationError, InvalidInput
 from akter.ids import check_execution_key
@@ -428,9 +427,7 @@ class ScheduleHook:
     """Keeps ``akter_schedules`` in step with the turns of ``enable``'s commands; drops a stale
     fire. It runs first, before the workflow and outbox hooks write what the fire staged."""
 
-    async def before_commit(
-        self, conn: psycopg.AsyncConnection[Any], turn: Turn[Any], record: Committed
-    ) -> None:
+    async def before_commit(self, conn: UnderLock, turn: Turn[Any], record: Committed) -> None:
         items = turn.staged.get(LAYER)
         if not items:
             return

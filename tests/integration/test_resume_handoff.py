@@ -10,11 +10,10 @@ import weakref
 from datetime import timedelta
 from typing import Any
 
-import psycopg
 from returns.result import Success
 
 from akter import demo, testing
-from akter.actor.kernel import Committed
+from akter.actor.kernel import Committed, UnderLock
 from akter.actor.turn import Turn
 from akter.ids import ActorRef, CommandId, ExecutionId
 from akter.outbox.intents import decode_caller
@@ -73,9 +72,7 @@ class FailNextResume:
         self.armed = False
         self.handed: list[weakref.ref[ExecutionId]] = []
 
-    async def before_commit(
-        self, conn: psycopg.AsyncConnection[Any], turn: Turn[Any], record: Committed
-    ) -> None:
+    async def before_commit(self, db: UnderLock, turn: Turn[Any], record: Committed) -> None:
         marks = [m for m in turn.staged.get("workflow", ()) if isinstance(m, ResumeMark)]
         if marks and self.armed and not self.handed and turn.ref.actor_id == self.actor_id:
             self.handed.extend(weakref.ref(m.execution_id) for m in marks)
