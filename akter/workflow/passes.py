@@ -8,8 +8,8 @@
    and settled, a race's winner is recorded.
 4. While activities run, a parked branch whose clock falls due, or a wake-up (an event, an
    interrupt) preempts the wait and the pass goes on.
-5. When every branch is parked until a time at most ``HOLD_MS`` away (a short sleep, a retry's
-   backoff), wait for it in the pass; the recovery timer stays armed should the process die.
+5. When every branch is parked until a time at most ``tuning.hold_ms`` away (a short sleep, a
+   retry's backoff), wait for it in the pass; the recovery timer stays armed should the process die.
    Otherwise suspend through one lock-first function (``sql/005``): it settles
    abandoned branches' waits, re-checks interrupts and unscanned events after the row lock is
    held, and arms the timer at the earliest due time, or deletes it; when the body is done,
@@ -29,7 +29,7 @@ row make the execution need attention too.
 
 **No spinning.** A suspension refused because something new arrived makes the pass read it and
 go on. A refusal that brings nothing the pass could act on (no row changed since the last one)
-is never retried at once: the pass backs off, doubling up to ``MAX_BACKOFF``, and logs it
+is never retried at once: the pass backs off, doubling up to ``tuning.max_backoff``, and logs it
 (invariant 13).
 
 **One statement per step boundary.** An attempt's outcome is recorded in the driver as soon as
@@ -40,7 +40,7 @@ other passes have ready at the same moment, in one round trip (``sql/023``). Not
 pass acts on the outcome before it is written: the next attempt's work starts only once that
 statement committed.
 
-**Drains.** While the relay drains (``runner.stopping``), a pass starts nothing new, lets its
+**Drains.** While the relay drains (``host.stopping``), a pass starts nothing new, lets its
 attempts in flight finish (a race's loser is given up as usual), then writes their outcomes and
 makes the execution's timer due now in one fenced transaction (``_hand_off``): the next owner of
 the bucket resumes it at once. A body that finished meanwhile is finished, not handed on.
@@ -102,25 +102,13 @@ from akter.workflow.step_params import settle_params as _settle_params
 from akter.workflow.step_params import step_row as _row
 
 if TYPE_CHECKING:
-    from akter.workflow.runner import WorkflowRunner
+    from akter.workflow.host import PassHost
 
 log = logging.getLogger("akter.workflow")
 
-#: a suspension whose timer is due within this many ms notifies the relay at once
-NOTIFY_WITHIN_MS = 10_000
 INTERRUPT_EXIT = codec.encode({"interrupt": {}})
 CLOCK_EXIT = codec.encode({"ok": None})
 ABANDONED_EXIT = codec.encode(exits.ABANDONED)
-#: a pass whose next due time is at most this many ms away waits for it instead of suspending
-HOLD_MS = 1000
-#: a held clock is settled this many ms before it falls due on the process's estimate of the
-#: database clock, which trails the server by the last reading's statement time: the server
-#: waits out the rest (sql/019), so the sleep ends on time and never early
-SETTLE_AHEAD_MS = 5
-#: the longest the server waits for a clock to fall due before settling it
-SETTLE_HOLD_MS = 25.0
-#: the longest a pass waits before retrying a suspension refused with nothing new to act on
-MAX_BACKOFF = 2.0
 
 
 class Stale(BaseException):
@@ -135,16 +123,18 @@ class Stale(BaseException):
 class Pass:
     def __init__(
         self,
-        runner: WorkflowRunner,
+        host: PassHost,
         ref: ActorRef,
         eid: ExecutionId,
         generation: int,
         head: dict[str, Any] | None = None,
     ) -> None:
-        self.runner = runner
+        #: what the engine hands the pass: pool, tuning, declarations (``host.py``)
+        self.host = host
+        self.tuning = host.tuning
         #: the execution row as its start turn wrote it: a first pass with nothing to load
         self.head = head
-        self.sender = runner.sender
+        self.sender = host.sender
         self.ref = ref
         self.eid = eid
         self.generation = generation
@@ -238,10 +228,10 @@ class Pass:
             key.scope,
             key.occurrence,
             attempt,
-            self.runner.hook.recovery,
+            self.tuning.recovery,
         )
         try:
-            row = await combine.of(self.sender.pool).begin(boundary)
+            row = await combine.of(self.sender.pool, self.tuning.combine_most).begin(boundary)
         except BaseException:
             self.unsettled[:0] = carry  # settling twice is harmless: only an open row settles
             raise
@@ -281,7 +271,7 @@ class Pass:
         except Stale as exc:
             self.stale = True
             log.info("pass abandoned: %s", exc, extra=logs.fields(execution=self.eid))
-            self.runner.forget(self.ref, self.generation)
+            self.host.forget(self.ref, self.generation)
         finally:
             tasks = [*self.inflight.values(), *self.draining.values()]
             for task in tasks:
@@ -310,7 +300,7 @@ class Pass:
             return  # a resume delivered while it rests changes nothing (holds.py)
         if loaded:  # a start's row carries its turn's clock, read earlier: no estimate from it
             self.sender.session.observe_clock(head["now_ms"])
-        workflow = self.runner.workflow(self.ref.actor_type, head["workflow"])
+        workflow = self.host.workflow(self.ref.actor_type, head["workflow"])
         try:
             history: dict[StepKey, list[StepRow]] = {}
             for r in rows:
@@ -320,9 +310,7 @@ class Pass:
         except CorruptRecord as exc:
             await self._leave_blocked([f"recorded history does not decode: {exc}"])
             return
-        reasons = await adopt.replay_problems(
-            self.runner.actors, self.sender.pool, self.params, head, history
-        )
+        reasons = await adopt.replay_problems(self.host.actors, self.sender.pool, self.params, head, history)
         if reasons or workflow is None:
             await self._leave_blocked(reasons or [f"workflow {head['workflow']!r} is not declared here"])
             return
@@ -363,7 +351,7 @@ class Pass:
             reason,
             extra=logs.fields(execution=self.eid),
         )
-        due = datetime.fromtimestamp(self.now_ms() / 1000, tz=UTC) + self.runner.recheck
+        due = datetime.fromtimestamp(self.now_ms() / 1000, tz=UTC) + self.tuning.recheck
         await self._fenced_now(queries.LEAVE_BLOCKED, {"reason": reason, "due": due})
 
     async def _drive(self, workflow: Workflow[Any, Any]) -> None:  # noqa: PLR0912, PLR0915 -- the pass's states, in order
@@ -392,7 +380,7 @@ class Pass:
                 await self._settle_draining()
                 await self._finish(workflow, driver.final)
                 return
-            if self.runner.stopping:  # the relay drains: nothing new starts
+            if self.host.stopping:  # the relay drains: nothing new starts
                 if await self._drained(needs):
                     return
                 continue
@@ -413,7 +401,7 @@ class Pass:
             if self.inflight:
                 await self._await_progress(min(parked) if parked else None)
                 continue
-            if parked and min(parked) - self.now_ms() <= HOLD_MS and not self.draining:
+            if parked and min(parked) - self.now_ms() <= self.tuning.hold_ms and not self.draining:
                 # due in a moment (a short sleep, a retry's backoff): wait here rather than
                 # suspend and be resumed through the relay; the recovery timer stays armed
                 await self._await_progress(min(parked))
@@ -423,7 +411,7 @@ class Pass:
                 return
             if self.writes == refused_at:
                 # refused again with nothing changed since the last refusal: never spin
-                backoff = min(MAX_BACKOFF, max(0.01, backoff * 2))
+                backoff = min(self.tuning.max_backoff, max(0.01, backoff * 2))
                 log.warning(
                     "suspension refused twice with nothing new; retrying in %.2fs",
                     backoff,
@@ -455,10 +443,10 @@ class Pass:
                 await self._record(_record_params("clock", key, after_ms=after))
                 return True
             case ClockDue(key=key, due_ms=due):
-                if due - now > HOLD_MS:
+                if due - now > self.tuning.hold_ms:
                     return due  # suspended until then (or held, should it come closer)
-                if due - now > SETTLE_AHEAD_MS:
-                    return due - SETTLE_AHEAD_MS  # held in process: woken a little early
+                if due - now > self.tuning.settle_ahead_ms:
+                    return due - self.tuning.settle_ahead_ms  # held in process: woken a little early
                 return await self._settle_clock(key)
             case AwaitEvent():
                 return await waiting.serve(self, need)
@@ -475,10 +463,10 @@ class Pass:
         raise AssertionError(need)  # pragma: no cover
 
     async def _settle_clock(self, key: StepKey) -> bool | int:
-        """Settle a clock due now or within ``SETTLE_AHEAD_MS``: True once settled; else the
+        """Settle a clock due now or within ``tuning.settle_ahead_ms``: True once settled; else the
         time (on the estimate) to ask again — the database clock is not there yet."""
         await faults.hit("workflow.before_clock_settle", self.ref.actor_id, str(self.eid))
-        extra = {**_key_params(key), "exit": CLOCK_EXIT, "hold_ms": SETTLE_HOLD_MS}
+        extra = {**_key_params(key), "exit": CLOCK_EXIT, "hold_ms": self.tuning.settle_hold_ms}
         row = await self._fenced(queries.SETTLE_CLOCK, extra)
         self.sender.session.observe_clock(row["now_ms"])  # read as the statement ended
         if row["settled"]:  # the row is as the pass wrote it: nothing to read back
@@ -489,7 +477,7 @@ class Pass:
             await self._reload(key)
             return True
         # due further than the server waits (the clock moved, or the estimate is off)
-        return self.now_ms() + max(1, int(row["due_ms"]) - int(row["now_ms"]) - SETTLE_AHEAD_MS)
+        return self.now_ms() + max(1, int(row["due_ms"]) - int(row["now_ms"]) - self.tuning.settle_ahead_ms)
 
     def _give_up(self, key: StepKey) -> None:
         """An attempt nobody awaits any more: an async one is cancelled and records itself as
@@ -655,7 +643,7 @@ class Pass:
                 "abandon": sorted(driver.abandoned),
                 "knows_interrupt": self.interrupting,
                 "abandoned": ABANDONED_EXIT,
-                "notify_within": timedelta(milliseconds=NOTIFY_WITHIN_MS),
+                "notify_within": timedelta(milliseconds=self.tuning.notify_within_ms),
                 **children.suspend_params(self),
             },
         )
@@ -759,7 +747,7 @@ class Pass:
                 "outcome": outcome,
                 "result": result,
                 "interrupt_exit": INTERRUPT_EXIT,
-                "drop_steps": self.runner.drop_steps,
+                "drop_steps": self.host.drop_steps,
             },
         )
         log.info(
@@ -778,7 +766,7 @@ class Pass:
         here: the generation still holds, so no resume needs to go through the relay."""
         row = await self._settling(
             continue_as_new.CONTINUE,
-            {**continue_as_new.params(workflow, signal), "recovery": self.runner.hook.recovery},
+            {**continue_as_new.params(workflow, signal), "recovery": self.tuning.recovery},
         )
         log.info(
             "execution %s",
@@ -786,7 +774,7 @@ class Pass:
             extra=logs.fields(execution=self.eid),
         )
         if row["continued"]:
-            self.runner.schedule(self.ref, self.eid, self.generation)
+            self.host.schedule(self.ref, self.eid, self.generation)
 
     @telemetry.traced_outcome
     def _result(self, workflow: Workflow[Any, Any], final: Ok | Raise) -> tuple[str, dict[str, Any]]:
