@@ -8,7 +8,10 @@ proves that generation still holds. A start or resume turn committed in this pro
 that generation inside the turn (``hook.py``), so a pass normally needs no activation commit of
 its own; ``ACTIVATE`` remains for a pass scheduled without one. If another process activates
 the actor later (ownership moved), this runner's writes fence out, and it forgets the
-activation.
+activation. Who holds which generation, and the hand-over from a turn to a fenced pass, are
+decided in ``activation.py``; the runner is the ``PassHost`` of its passes and the ``Handoff``
+its process's turns hand executions to (``host.py``), registered in the App's ``Handoffs``
+while its relay runs.
 
 A resume for an execution whose pass is already running wakes that pass (a new event, an
 interrupt) instead of starting a second one; if it arrives as the pass is ending, the pass is
