@@ -1,8 +1,10 @@
 """The workflow engine's timing and batching constants, in one record so they are reviewed together.
 
 None of them changes what an execution does, only when and how often the engine writes and
-waits. An ``App`` runs with ``EngineTuning()``; a test that needs a shorter period sets
-``app.tuning`` (and the parts built from it) with ``attrs.evolve`` rather than patching a module.
+waits. An ``App`` builds its workflow hook and runner with ``app.tuning`` (``EngineTuning()``);
+each keeps the record it was given, and a runner's passes read their runner's. A test that needs
+a shorter period replaces the record of the part it exercises with ``attrs.evolve`` (e.g.
+``app.workflow_runner.tuning``) rather than patching a module constant.
 (The actor cache's clock bounds, ``akter.actor.cache.BEHIND_MS`` and ``ABSENT_BACKOFF``, belong
 to the turn and stay there.)
 """
