@@ -103,8 +103,9 @@ async def test_a_rerun_past_the_retry_window_needs_attention_and_sends_nothing(
     async with flows.make_app(database_url).client(akter.User("ops")) as client:
         run = await client.actor(Flows, "p7", tenant="acme").start(Settle, Job("late", seconds=0))
         assert dying.wait(timeout=30) == -9, dying.output()
+        assert await peek.count("actor_receipts", "ledger-late") == 2  # the first attempt's sends
         await clock.advance(timedelta(hours=25))  # past the derived ids' expiry
-        relays()
+        relays()  # its receipt retention may delete those two receipts, expired now
         await until(run.poll, lambda s: s.status == "needs_attention")
         # nothing was sent again, and nothing recorded by guesswork: the attempt waits for a person
         assert await ledger_attempts(peek) == [(1, True)]
@@ -115,7 +116,9 @@ async def test_a_rerun_past_the_retry_window_needs_attention_and_sends_nothing(
     # the receiver still holds the first attempt's two effects, and no others
     state = await peek.value("SELECT state FROM actor_state WHERE actor_id = 'ledger-late'")
     assert b'"effects":["late-a","late-b"]' in bytes(state)
-    assert await peek.count("actor_receipts", "ledger-late") == 2
+    # and no receipt since the clock moved: nothing reached the receiver again
+    fresh = "SELECT count(*) FROM actor_receipts WHERE actor_id = 'ledger-late' AND expires_at > akter_now()"
+    assert await peek.value(fresh) == 0
     assert await ledger_attempts(peek) == [(1, False)]
 
 
