@@ -41,6 +41,7 @@ from akter.operate.client import OperatorClient, SyncOperatorClient
 from akter.operate.gauges import observe_database
 from akter.outbox.intents import OutboxHook
 from akter.outbox.relay import Relay, RelayPlugin, RelaySettings
+from akter.tuning import EngineTuning
 from akter.workflow import children, schedules
 from akter.workflow.declare import workflows_of
 
@@ -104,6 +105,8 @@ class App:
         self.drop_steps_at_finish = drop_steps_at_finish
         self.migrate_on_start = migrate_on_start
         self.failed_pass_limit = failed_pass_limit
+        #: the engine's timing and batching constants (``akter.tuning``)
+        self.tuning = EngineTuning()
         #: layers above the kernel (outbox, workflows) that take part in every turn
         self.hooks: list[TurnHook] = [OutboxHook()]
         #: work that runs beside every relay of this App (the workflow passes)
@@ -127,17 +130,20 @@ class App:
 
     def _add_workflows(self) -> None:
         from akter.workflow.hook import WorkflowHook
+        from akter.workflow.host import Handoffs
         from akter.workflow.runner import WorkflowRunner
 
         problems = [p for a in self.actors.values() for w in workflows_of(a).values() for p in w.validate()]
         if problems:
             raise DeclarationError("App", problems)
-        hook = WorkflowHook(self.actors)
+        # the runners a turn of this process hands its executions to, while their relays run
+        handoffs = Handoffs()
         # first, so that workflow rows are written before the outbox rows of the same turn
-        self.hooks.insert(0, hook)
+        self.hooks.insert(0, WorkflowHook(self.actors, handoffs, self.tuning))
         self.workflow_runner = WorkflowRunner(
             self.actors,
-            hook,
+            handoffs,
+            self.tuning,
             retention=self.workflow_retention,
             drop_steps=self.drop_steps_at_finish,
             failed_pass_limit=self.failed_pass_limit,

@@ -634,8 +634,8 @@ async def akter_memory(url: str, n: int) -> dict[str, Any]:
             obj1, cache1, bare1 = objects_beside_the_actor_cache(b)
             runner = b.app.workflow_runner
             held = {
-                "generations": len(runner._generations),
-                "activating": len(runner._activating),
+                "generations": len(runner.activations._generations),
+                "activating": len(runner.activations._activating),
                 "running": len(runner._passes),
             }
             started = time.perf_counter()

@@ -63,7 +63,7 @@ from returns.result import Result
 
 from akter import codec, telemetry
 from akter.actor.turn import Turn
-from akter.callers import System
+from akter.callers import Principal, System
 from akter.errors import CorruptRecord, EffectDefect, InvalidInput
 from akter.ids import ActorRef, ExecutionId
 from akter.outbox.intents import encode_caller
@@ -76,9 +76,11 @@ from akter.workflow.exits import Ok, Outcome
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Mapping, Sequence
 
+    import psycopg_pool
+
     from akter.actor.declare import Actor
-    from akter.workflow.driver import StepKey, StepRow
-    from akter.workflow.passes import Pass
+    from akter.workflow.driver import Driver, StepKey, StepRow
+    from akter.workflow.outcomes import Outcomes
 
 O = TypeVar("O")  # noqa: E741 -- the conventional name of an output type
 
@@ -320,24 +322,27 @@ def has_children(history: dict[StepKey, list[StepRow]]) -> bool:
     return any(rows and rows[0].kind == "child" for rows in history.values())
 
 
-async def prefetch(pass_: Pass, needs: Sequence[object]) -> None:
+async def prefetch(
+    pool: psycopg_pool.AsyncConnectionPool[Any], needs: Sequence[object]
+) -> dict[str, bytes | None]:
     """Read, in one query, which of the children the pass waits on have finished. Every child a
-    live branch awaits is a key of ``pass_.child_results`` (its result exit, None while it runs):
-    those, and only those, refuse the pass's suspension once finished (``SUSPEND``)."""
+    live branch awaits is a key of the answer (its result exit, None while it runs): those, and
+    only those, refuse the pass's suspension once finished (``SUSPEND``)."""
     waiting = [n for n in needs if isinstance(n, AwaitChildNeed)]
-    pass_.child_results = dict.fromkeys((n.handle.execution_id for n in waiting), None)
+    results: dict[str, bytes | None] = dict.fromkeys((n.handle.execution_id for n in waiting), None)
     if not waiting:
-        return
+        return results
     eids = [ExecutionId.parse(n.handle.execution_id) for n in waiting]
-    async with pass_.sender.pool.connection() as conn:
+    async with pool.connection() as conn:
         cur = conn.cursor(row_factory=dict_row)
         await cur.execute(
             FINISHED, {"child_rks": [e.owner.routing_key for e in eids], "child_ids": [str(e) for e in eids]}
         )
         for r in await cur.fetchall():
-            pass_.child_results[r["execution_id"]] = _recorded(
+            results[r["execution_id"]] = _recorded(
                 bytes(r["result"]), r["interrupted_by"], r["interrupt_reason"]
             )
+    return results
 
 
 def _recorded(result: bytes, by: str | None, reason: str | None) -> bytes:
@@ -351,37 +356,41 @@ def _recorded(result: bytes, by: str | None, reason: str | None) -> bytes:
     return result if folded == exit_ else codec.encode(folded)
 
 
-def suspend_params(pass_: Pass) -> dict[str, Any]:
+def suspend_params(child_results: Mapping[str, bytes | None]) -> dict[str, Any]:
     """``SUSPEND``'s own parameter: the children the pass's live branches await, as ``prefetch``
     found them this round."""
-    return {"awaited": sorted(pass_.child_results)}
+    return {"awaited": sorted(child_results)}
 
 
-async def serve(pass_: Pass, need: StartChildNeed | AwaitChildNeed) -> bool | None:
-    """True: recorded (advance again); None: the child is still running."""
+async def serve(
+    need: StartChildNeed | AwaitChildNeed,
+    out: Outcomes,
+    driver: Driver,
+    child_results: Mapping[str, bytes | None],
+    principal: Principal | None,
+) -> bool | None:
+    """True: recorded (advance again; a row changed); None: the child is still running."""
     from akter.workflow.driver import StepRow
 
-    driver = pass_._driver()
     if isinstance(need, AwaitChildNeed):
-        result = pass_.child_results.get(need.handle.execution_id)
+        result = child_results.get(need.handle.execution_id)
         if result is None:
             return None
         # recorded in the driver now, written with the pass's next write (sql/010)
-        pass_.unsettled.append((need.key, 1, result))
+        out.add((need.key, 1, result))
         driver.record(StepRow(need.key, 1, "child", codec.decode_primitive(result)))
-        pass_.writes += 1
         return True
     effect, eid = need.effect, need.eid
     step, child = effect.step, effect.step.child
     payload = ChildStartPayload(
         workflow=child.name,
         key=eid.key,
-        parent=str(pass_.eid),
+        parent=out.params["eid"],
         input=codec.encode(effect.input, child.input),
         on_parent_interrupt=step.on_parent_interrupt,
     )
-    caller = System(source="workflow", ref=str(pass_.eid), on_behalf_of=pass_.principal)
-    row = await pass_._settling(
+    caller = System(source="workflow", ref=out.params["eid"], on_behalf_of=principal)
+    row = await out.carrying(
         START,
         {
             "step": need.key.step,
@@ -400,7 +409,6 @@ async def serve(pass_: Pass, need: StartChildNeed | AwaitChildNeed) -> bool | No
         },
     )
     driver.record(StepRow(need.key, 1, "child", None, None, row["started_ms"] or 0))
-    pass_.writes += 1
     return True
 
 

@@ -7,8 +7,9 @@ its own. The combiner sends them together instead: one call of ``akter_wf_begin_
 the boundaries that are ready, one transaction, one commit, one result row per boundary.
 
 **No added latency.** A boundary is sent at once when fewer than ``most`` combined writes are in
-flight; otherwise it waits for one of them to return and goes with every boundary that became
-ready meanwhile. There is no timer: a lone pass's write is sent the moment it is asked for.
+flight (``EngineTuning.combine_most``: one, measured best in docs/performance-workflows.md);
+otherwise it waits for one of them to return and goes with every boundary that became ready
+meanwhile. There is no timer: a lone pass's write is sent the moment it is asked for.
 
 **Each boundary on its own fence.** The function fences each boundary on its own generation: one
 whose generation no longer holds writes nothing and returns ``fenced = false`` (that pass alone
@@ -59,9 +60,6 @@ BEGIN_MANY: LiteralString = (
 
 BEFORE = "workflow.before_combined_write"
 AFTER = "workflow.after_combined_write"
-
-#: combined writes in flight at once, per pool: one measured best (docs/performance-workflows.md)
-MOST_IN_FLIGHT = 1
 
 #: an attempt to settle: step, scope, occurrence, attempt, exit
 Settle = tuple[str, str, int, int, bytes]
@@ -133,7 +131,7 @@ class _Waiting:
 class Combiner:
     """The boundaries of one pool's passes, sent together when several are ready at once."""
 
-    def __init__(self, pool: psycopg_pool.AsyncConnectionPool[Any], most: int = MOST_IN_FLIGHT) -> None:
+    def __init__(self, pool: psycopg_pool.AsyncConnectionPool[Any], most: int) -> None:
         self.pool = pool
         self.most = most
         self.waiting: list[_Waiting] = []
@@ -243,9 +241,9 @@ _LOST: dict[str, Any] = {"fenced": False, "settled": 0, "started_ms": None, "exi
 _COMBINERS: weakref.WeakKeyDictionary[Any, Combiner] = weakref.WeakKeyDictionary()
 
 
-def of(pool: psycopg_pool.AsyncConnectionPool[Any]) -> Combiner:
-    """The combiner of ``pool``'s passes (one per pool)."""
+def of(pool: psycopg_pool.AsyncConnectionPool[Any], most: int) -> Combiner:
+    """The combiner of ``pool``'s passes (one per pool; ``most``: combined writes in flight)."""
     combiner = _COMBINERS.get(pool)
     if combiner is None:
-        combiner = _COMBINERS[pool] = Combiner(pool)
+        combiner = _COMBINERS[pool] = Combiner(pool, most)
     return combiner

@@ -407,7 +407,7 @@ class Attention:
         return {"defect": {"type": "ActivityOutcomeUnknown", "message": self.reason}, "after_interrupt": True}
 
     def interrupted(self) -> tuple[StepKey, int, bytes]:
-        """The settle of that exit, as a pass carries it (``Pass.unsettled``)."""
+        """The settle of that exit, as a pass carries it (``outcomes.Outcomes``)."""
         return self.key, self.attempt, codec.encode(self.exit())
 
     def row(self, *, after_interrupt: bool) -> StepRow:

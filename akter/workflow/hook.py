@@ -41,7 +41,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from akter import codec, logs, telemetry
@@ -69,19 +69,19 @@ from akter.workflow.key_policy import Decision
 
 if TYPE_CHECKING:
     from akter.actor.declare import Actor
-    from akter.workflow.runner import WorkflowRunner
+    from akter.tuning import EngineTuning
+    from akter.workflow.host import Handoff, Handoffs
 
 log = logging.getLogger("akter.workflow")
-
-#: how far ahead a running execution's recovery timer is armed
-RECOVERY_INTERVAL = timedelta(seconds=30)
 
 
 class _Handoff:
     """The executions one turn hands to this process's runner, under one generation: the first
-    handoff takes it in the turn when the runner holds none, the others reuse it."""
+    handoff takes it in the turn when the runner holds none, the others reuse it. While the turn
+    is in flight with such a statement, the runner knows a generation may be on its way
+    (``Handoff.claiming``): a pass it fences out waits for it."""
 
-    def __init__(self, record: Committed, runner: WorkflowRunner | None, held: int | None) -> None:
+    def __init__(self, record: Committed, runner: Handoff | None, held: int | None) -> None:
         self.record = record
         self.runner = runner
         self.generation = held
@@ -91,6 +91,10 @@ class _Handoff:
         """Whether this handoff's statement takes the generation (only the turn's first does)."""
         first = not self._asked
         self._asked = True
+        if first and self.runner is not None:
+            # released once the turn's answers handed the generation over (the actions run in
+            # order, with no wait between them), or when a turn that did not commit is dropped
+            self.record.on_commit(self.runner.claiming(self.record.ref, self))
         return first
 
     def _took(self, row: tuple[Any, ...] | None) -> None:
@@ -173,23 +177,24 @@ def _link(
         record.with_write(children.LINK, {**base, **children.link_params(item)})
 
 
-def _write_finished(record: Committed, runner: WorkflowRunner | None, done: dict[str, prefix.Start]) -> None:
+def _write_finished(record: Committed, runner: Handoff | None, done: dict[str, prefix.Start]) -> None:
     """The starts whose body ended in this turn, written finished after the turn's other
     statements; their results are handed over once it committed (``prefix.py``)."""
     if runner is None or not done:
         return
-    listener = runner.sender.session.listener
+    listener = runner.listener
     for start in done.values():
         answer = functools.partial(start.answered, record, listener)
         record.with_write(prefix.START_FINISHED, start.statement_params(), answer)
 
 
 class WorkflowHook:
-    def __init__(self, actors: dict[str, Actor[Any]], recovery: timedelta = RECOVERY_INTERVAL) -> None:
-        self.recovery = recovery
+    def __init__(self, actors: dict[str, Actor[Any]], handoffs: Handoffs, tuning: EngineTuning) -> None:
+        #: the runners of this process a turn may hand its executions to
+        self.handoffs = handoffs
+        self.tuning = tuning
         #: per actor type, the event tags some workflow step waits on
         self.tags = {name: wait_tags(workflows_of(a)) for name, a in actors.items()}
-        self.runners: list[WorkflowRunner] = []
 
     async def before_commit(self, conn: UnderLock, turn: Turn[Any], record: Committed) -> None:
         ref = record.ref
@@ -267,7 +272,7 @@ class WorkflowHook:
         *,
         base: dict[str, Any],
         item: StartMark,
-        runner: WorkflowRunner | None,
+        runner: Handoff | None,
         handoff: _Handoff,
         staged: dict[str, Any],
         done: dict[str, prefix.Start],
@@ -290,11 +295,10 @@ class WorkflowHook:
             if deadline_params is not None:
                 record.with_write(deadline.ARM, deadline_params)
             return True
-        if runner.workflow(turn.ref.actor_type, item.workflow.name) is item.workflow:
-            finished = prefix.run(item.workflow, item.execution_id, params)
-            if finished is not None:  # written after the turn's other statements (its link)
-                done[params["eid"]] = prefix.Start(item, params, finished)
-                return False
+        finished = runner.try_finish(item.workflow, item.execution_id, params)
+        if finished is not None:  # written after the turn's other statements (its link)
+            done[params["eid"]] = prefix.Start(item, params, finished)
+            return False
         # this process runs the first pass itself, once the turn commits, from what the turn
         # wrote (no load): the timer is only the recovery should it die first
         params |= {"due": self._recovery_due(record), "activate": handoff.activate()}
@@ -305,7 +309,7 @@ class WorkflowHook:
 
     def _recovery_due(self, record: Committed) -> datetime:
         """The recovery time of a pass this process runs, on the database clock the turn read."""
-        return datetime.fromtimestamp(record.now_ms / 1000, tz=UTC) + self.recovery
+        return datetime.fromtimestamp(record.now_ms / 1000, tz=UTC) + self.tuning.recovery
 
     def _start_params(self, turn: Turn[Any], item: StartMark) -> dict[str, Any]:
         workflow = item.workflow
@@ -377,8 +381,8 @@ class WorkflowHook:
         link = {**base, "eid": str(new), "retry_of": str(eid), "by": interrupter_key(turn.caller)}
         await conn.execute(queries.RETRY_LINK, link)
 
-    def _owner(self, ref: ActorRef) -> WorkflowRunner | None:
-        return next((runner for runner in self.runners if runner.owns(ref)), None)
+    def _owner(self, ref: ActorRef) -> Handoff | None:
+        return self.handoffs.owner(ref)
 
     def after_commit(self, record: Committed) -> None:
         """Nothing: a resume's handoff is registered on its record before commit."""

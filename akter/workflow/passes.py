@@ -8,8 +8,8 @@
    and settled, a race's winner is recorded.
 4. While activities run, a parked branch whose clock falls due, or a wake-up (an event, an
    interrupt) preempts the wait and the pass goes on.
-5. When every branch is parked until a time at most ``HOLD_MS`` away (a short sleep, a retry's
-   backoff), wait for it in the pass; the recovery timer stays armed should the process die.
+5. When every branch is parked until a time at most ``tuning.hold_ms`` away (a short sleep, a
+   retry's backoff), wait for it in the pass; the recovery timer stays armed should the process die.
    Otherwise suspend through one lock-first function (``sql/005``): it settles
    abandoned branches' waits, re-checks interrupts and unscanned events after the row lock is
    held, and arms the timer at the earliest due time, or deletes it; when the body is done,
@@ -29,18 +29,18 @@ row make the execution need attention too.
 
 **No spinning.** A suspension refused because something new arrived makes the pass read it and
 go on. A refusal that brings nothing the pass could act on (no row changed since the last one)
-is never retried at once: the pass backs off, doubling up to ``MAX_BACKOFF``, and logs it
+is never retried at once: the pass backs off, doubling up to ``tuning.max_backoff``, and logs it
 (invariant 13).
 
 **One statement per step boundary.** An attempt's outcome is recorded in the driver as soon as
-its work returns, and written with the pass's next write — the next attempt's pending row, a
-record, the suspension or the finish (``sql/010``) — or on its own before the pass waits for
-anything else. The next attempt's pending row goes through ``combine.py``: with the boundaries
-other passes have ready at the same moment, in one round trip (``sql/023``). Nothing outside the
-pass acts on the outcome before it is written: the next attempt's work starts only once that
-statement committed.
+its work returns, and written with the pass's next write — the next attempt's pending row (one
+round trip with other passes' boundaries, ``combine.py``), a record, the suspension or the
+finish — or on its own before the pass waits for anything else. That carrier, and every write
+it lands in, is ``outcomes.Outcomes`` (``self.out``): one place to read where attempt *n*'s
+outcome goes. Nothing outside the pass acts on the outcome before it is written: the next
+attempt's work starts only once that statement committed.
 
-**Drains.** While the relay drains (``runner.stopping``), a pass starts nothing new, lets its
+**Drains.** While the relay drains (``host.stopping``), a pass starts nothing new, lets its
 attempts in flight finish (a race's loser is given up as usual), then writes their outcomes and
 makes the execution's timer due now in one fenced transaction (``_hand_off``): the next owner of
 the bucket resumes it at once. A body that finished meanwhile is finished, not handed on.
@@ -57,20 +57,17 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-import attrs
 from psycopg.rows import dict_row
 
 from akter import codec, faults, logs, telemetry
 from akter.actor import limits
 from akter.errors import CorruptRecord, Defect, InvalidInput
 from akter.ids import ActorRef, ExecutionId
-from akter.outbox import queries as outbox_queries
 from akter.outbox.intents import decode_caller
 from akter.workflow import (
     activity,
     adopt,
     children,
-    combine,
     continue_as_new,
     exits,
     finish,
@@ -96,55 +93,36 @@ from akter.workflow.driver import (
     retry_at_ms,
 )
 from akter.workflow.exits import Ok, Raise
+from akter.workflow.outcomes import CLOCK_EXIT, Outcomes, Stale, rewrote
 from akter.workflow.step_params import key_params as _key_params
 from akter.workflow.step_params import record_params as _record_params
-from akter.workflow.step_params import settle_params as _settle_params
 from akter.workflow.step_params import step_row as _row
 
 if TYPE_CHECKING:
-    from akter.workflow.runner import WorkflowRunner
+    from akter.workflow.host import PassHost
 
 log = logging.getLogger("akter.workflow")
 
-#: a suspension whose timer is due within this many ms notifies the relay at once
-NOTIFY_WITHIN_MS = 10_000
 INTERRUPT_EXIT = codec.encode({"interrupt": {}})
-CLOCK_EXIT = codec.encode({"ok": None})
 ABANDONED_EXIT = codec.encode(exits.ABANDONED)
-#: a pass whose next due time is at most this many ms away waits for it instead of suspending
-HOLD_MS = 1000
-#: a held clock is settled this many ms before it falls due on the process's estimate of the
-#: database clock, which trails the server by the last reading's statement time: the server
-#: waits out the rest (sql/019), so the sleep ends on time and never early
-SETTLE_AHEAD_MS = 5
-#: the longest the server waits for a clock to fall due before settling it
-SETTLE_HOLD_MS = 25.0
-#: the longest a pass waits before retrying a suspension refused with nothing new to act on
-MAX_BACKOFF = 2.0
-
-
-class Stale(BaseException):
-    """This runner's generation no longer holds: another activation owns the actor.
-
-    A control-flow signal, not an error (Trio's ``Cancelled`` is the model): it derives from
-    ``BaseException`` so that no ``except Exception`` between the fenced write and ``Pass.run``
-    (an attempt's handler of the activity's own errors, a loop that logs and goes on) can take it
-    for a failure; only ``Pass.run`` catches it, and abandons the pass quietly."""
+__all__ = ["Pass", "Stale"]  # Stale is ``outcomes.py``'s: the pass is where it ends
 
 
 class Pass:
     def __init__(
         self,
-        runner: WorkflowRunner,
+        host: PassHost,
         ref: ActorRef,
         eid: ExecutionId,
         generation: int,
         head: dict[str, Any] | None = None,
     ) -> None:
-        self.runner = runner
+        #: what the engine hands the pass: pool, tuning, declarations (``host.py``)
+        self.host = host
+        self.tuning = host.tuning
         #: the execution row as its start turn wrote it: a first pass with nothing to load
         self.head = head
-        self.sender = runner.sender
+        self.sender = host.sender
         self.ref = ref
         self.eid = eid
         self.generation = generation
@@ -170,9 +148,11 @@ class Pass:
         self.driver: Driver | None = None
         #: the pass ended because its generation no longer held
         self.stale = False
-        #: attempts run and recorded in the driver, not written yet: (key, attempt, exit). The
-        #: next fenced write settles them first, in its own statement when it can (sql/010)
-        self.unsettled: list[tuple[StepKey, int, bytes]] = []
+        #: where attempt outcomes recorded in the driver wait for the pass's next write, and
+        #: every fenced write of the pass (``outcomes.py``)
+        self.out = Outcomes(
+            host.sender.pool, ref, self.params, recovery=self.tuning.recovery, most=self.tuning.combine_most
+        )
         #: the children the driver waits on, read once per round: a result, or None while running
         self.child_results: dict[str, bytes | None] = {}
         #: a pause is asked for: start nothing new, let what runs settle, then hold (holds.py)
@@ -191,86 +171,9 @@ class Pass:
     def now_ms(self) -> int:
         return self.sender.session.now_ms()
 
-    async def _one(self, sql: Any, extra: dict[str, Any] | None = None) -> dict[str, Any] | None:
-        async with self.sender.pool.connection() as conn:
-            cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(sql, {**self.params, **(extra or {})})
-            return await cur.fetchone() if cur.description else None
-
-    async def _fenced(self, sql: Any, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-        await self._flush()
-        return await self._fenced_now(sql, extra)
-
-    async def _fenced_now(self, sql: Any, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-        row = await self._one(sql, extra)
-        if row is None or not row["fenced"]:
-            raise Stale(f"generation {self.generation} of {self.ref} no longer holds")
-        return row
-
-    def _take_unsettled(self) -> list[tuple[StepKey, int, bytes]]:
-        taken, self.unsettled = self.unsettled, []
-        return taken
-
-    async def _settling(
-        self, sql: Any, extra: dict[str, Any], carry: list[tuple[StepKey, int, bytes]] | None = None
-    ) -> dict[str, Any]:
-        """A fenced write that settles the attempts run so far (``carry``, or all not written
-        yet) in the same statement. Should it not complete, they are left to the next write."""
-        settles = self._take_unsettled() if carry is None else carry
-        params = {**extra, **_settle_params(settles)}
-        try:
-            return await self._fenced_now(sql, params)
-        except BaseException:
-            self.unsettled[:0] = settles  # settling twice is harmless: only an open row settles
-            raise
-
-    async def _begin(
-        self, key: StepKey, attempt: int, carry: list[tuple[StepKey, int, bytes]]
-    ) -> dict[str, Any]:
-        """The step boundary before an attempt's work (``sql/023``): settle ``carry``, write the
-        attempt pending, keep the recovery timer armed — sent with the boundaries of the other
-        passes ready at the same moment (``combine.py``). Should it not complete, the settles
-        are left to the next write, as ``_settling`` leaves them."""
-        boundary = combine.Boundary(
-            self.params,
-            [(k.step, k.scope, k.occurrence, a, e) for k, a, e in carry],
-            key.step,
-            key.scope,
-            key.occurrence,
-            attempt,
-            self.runner.hook.recovery,
-        )
-        try:
-            row = await combine.of(self.sender.pool).begin(boundary)
-        except BaseException:
-            self.unsettled[:0] = carry  # settling twice is harmless: only an open row settles
-            raise
-        if not row["fenced"]:
-            self.unsettled[:0] = carry  # as _settling leaves them: the pass ends here anyway
-            raise Stale(f"generation {self.generation} of {self.ref} no longer holds")
-        return row
-
-    async def _flush(self) -> None:
-        """Write the settles of attempts already run, before the pass waits for anything else:
-        a step's outcome is never left unwritten while the pass is idle."""
-        if self.unsettled:
-            await self._settling(queries.SETTLE_STEPS, {})
-
     async def _record(self, params: dict[str, Any]) -> None:
-        """Record a step (with the settles so far, in one statement) and take its row as the
-        statement returns it: a clock already due comes back settled."""
-        row = await self._settling(queries.RECORD_STEP, {**params, "clock_exit": CLOCK_EXIT})
-        self._driver().record(_row(row))
+        await self.out.record(self._driver(), params)
         self.writes += 1
-
-    async def _reload(self, key: StepKey) -> None:
-        async with self.sender.pool.connection() as conn:
-            cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(queries.STEP_ROW, {**self.params, **_key_params(key)})
-            rows = await cur.fetchall()
-        driver = self._driver()
-        for r in rows:
-            driver.record(_row(r))
 
     # ---- the pass ---------------------------------------------------------------------------
 
@@ -281,7 +184,7 @@ class Pass:
         except Stale as exc:
             self.stale = True
             log.info("pass abandoned: %s", exc, extra=logs.fields(execution=self.eid))
-            self.runner.forget(self.ref, self.generation)
+            self.host.forget(self.ref, self.generation)
         finally:
             tasks = [*self.inflight.values(), *self.draining.values()]
             for task in tasks:
@@ -310,7 +213,7 @@ class Pass:
             return  # a resume delivered while it rests changes nothing (holds.py)
         if loaded:  # a start's row carries its turn's clock, read earlier: no estimate from it
             self.sender.session.observe_clock(head["now_ms"])
-        workflow = self.runner.workflow(self.ref.actor_type, head["workflow"])
+        workflow = self.host.workflow(self.ref.actor_type, head["workflow"])
         try:
             history: dict[StepKey, list[StepRow]] = {}
             for r in rows:
@@ -320,9 +223,7 @@ class Pass:
         except CorruptRecord as exc:
             await self._leave_blocked([f"recorded history does not decode: {exc}"])
             return
-        reasons = await adopt.replay_problems(
-            self.runner.actors, self.sender.pool, self.params, head, history
-        )
+        reasons = await adopt.replay_problems(self.host.actors, self.sender.pool, self.params, head, history)
         if reasons or workflow is None:
             await self._leave_blocked(reasons or [f"workflow {head['workflow']!r} is not declared here"])
             return
@@ -361,8 +262,8 @@ class Pass:
             reason,
             extra=logs.fields(execution=self.eid),
         )
-        due = datetime.fromtimestamp(self.now_ms() / 1000, tz=UTC) + self.runner.recheck
-        await self._fenced_now(queries.LEAVE_BLOCKED, {"reason": reason, "due": due})
+        due = datetime.fromtimestamp(self.now_ms() / 1000, tz=UTC) + self.tuning.recheck
+        await self.out.fenced_now(queries.LEAVE_BLOCKED, {"reason": reason, "due": due})
 
     async def _drive(self, workflow: Workflow[Any, Any]) -> None:  # noqa: PLR0912, PLR0915 -- the pass's states, in order
         driver = self._driver()
@@ -390,14 +291,14 @@ class Pass:
                 await self._settle_draining()
                 await self._finish(workflow, driver.final)
                 return
-            if self.runner.stopping:  # the relay drains: nothing new starts
+            if self.host.stopping:  # the relay drains: nothing new starts
                 if await self._drained(needs):
                     return
                 continue
             progressed = False
             parked: list[int] = []
             wanted: set[StepKey] = set()
-            await children.prefetch(self, needs)
+            self.child_results = await children.prefetch(self.sender.pool, needs)
             for need in needs:
                 result = await self._serve(need, now, wanted)
                 if result is True:
@@ -411,7 +312,7 @@ class Pass:
             if self.inflight:
                 await self._await_progress(min(parked) if parked else None)
                 continue
-            if parked and min(parked) - self.now_ms() <= HOLD_MS and not self.draining:
+            if parked and min(parked) - self.now_ms() <= self.tuning.hold_ms and not self.draining:
                 # due in a moment (a short sleep, a retry's backoff): wait here rather than
                 # suspend and be resumed through the relay; the recovery timer stays armed
                 await self._await_progress(min(parked))
@@ -421,7 +322,7 @@ class Pass:
                 return
             if self.writes == refused_at:
                 # refused again with nothing changed since the last refusal: never spin
-                backoff = min(MAX_BACKOFF, max(0.01, backoff * 2))
+                backoff = min(self.tuning.max_backoff, max(0.01, backoff * 2))
                 log.warning(
                     "suspension refused twice with nothing new; retrying in %.2fs",
                     backoff,
@@ -443,7 +344,7 @@ class Pass:
                 if key not in self.inflight and key not in self.draining:
                     self._calls[key] = need.call
                     # the settles so far ride on this attempt's pending write (one statement)
-                    carry = self._take_unsettled()
+                    carry = self.out.take()
                     self.inflight[key] = asyncio.create_task(self._attempt(need, carry))
                 return None
             case RetryAt(due_ms=due):
@@ -453,19 +354,27 @@ class Pass:
                 await self._record(_record_params("clock", key, after_ms=after))
                 return True
             case ClockDue(key=key, due_ms=due):
-                if due - now > HOLD_MS:
+                if due - now > self.tuning.hold_ms:
                     return due  # suspended until then (or held, should it come closer)
-                if due - now > SETTLE_AHEAD_MS:
-                    return due - SETTLE_AHEAD_MS  # held in process: woken a little early
+                if due - now > self.tuning.settle_ahead_ms:
+                    return due - self.tuning.settle_ahead_ms  # held in process: woken a little early
                 return await self._settle_clock(key)
             case AwaitEvent():
-                return await waiting.serve(self, need)
+                served = await waiting.serve(need, self.out, self._driver(), self.cursor, self.now_ms)
+                self.writes += served.wrote
+                if served.cursor is not None:  # the event it matched: later waits start after it
+                    self.cursor = max(self.cursor, served.cursor)
+                return served.result
             case SettleRace(key=key, winner=winner):
                 exit_ = codec.encode({"winner": winner})
                 await self._record(_record_params("race", key, exit_=exit_))
                 return True
             case children.StartChildNeed() | children.AwaitChildNeed():
-                return await children.serve(self, need)
+                started = await children.serve(
+                    need, self.out, self._driver(), self.child_results, self.principal
+                )
+                self.writes += started is True
+                return started
             case RecordNow(key=key):
                 # a zero clock: its due time is the database clock the statement read (sql/010)
                 await self._record(_record_params("clock", key, after_ms=0))
@@ -473,21 +382,21 @@ class Pass:
         raise AssertionError(need)  # pragma: no cover
 
     async def _settle_clock(self, key: StepKey) -> bool | int:
-        """Settle a clock due now or within ``SETTLE_AHEAD_MS``: True once settled; else the
+        """Settle a clock due now or within ``tuning.settle_ahead_ms``: True once settled; else the
         time (on the estimate) to ask again — the database clock is not there yet."""
         await faults.hit("workflow.before_clock_settle", self.ref.actor_id, str(self.eid))
-        extra = {**_key_params(key), "exit": CLOCK_EXIT, "hold_ms": SETTLE_HOLD_MS}
-        row = await self._fenced(queries.SETTLE_CLOCK, extra)
+        extra = {**_key_params(key), "exit": CLOCK_EXIT, "hold_ms": self.tuning.settle_hold_ms}
+        row = await self.out.fenced(queries.SETTLE_CLOCK, extra)
         self.sender.session.observe_clock(row["now_ms"])  # read as the statement ended
         if row["settled"]:  # the row is as the pass wrote it: nothing to read back
-            self._rewrote(key, exit_=CLOCK_EXIT)
+            rewrote(self._driver(), key, exit_=CLOCK_EXIT)
             self.writes += 1
             return True
         if row["due_ms"] is None:  # no open clock row: read what the record says
-            await self._reload(key)
+            await self.out.reload(self._driver(), key)
             return True
         # due further than the server waits (the clock moved, or the estimate is off)
-        return self.now_ms() + max(1, int(row["due_ms"]) - int(row["now_ms"]) - SETTLE_AHEAD_MS)
+        return self.now_ms() + max(1, int(row["due_ms"]) - int(row["now_ms"]) - self.tuning.settle_ahead_ms)
 
     def _give_up(self, key: StepKey) -> None:
         """An attempt nobody awaits any more: an async one is cancelled and records itself as
@@ -513,7 +422,7 @@ class Pass:
             self._take(task)
 
     async def _await_progress(self, due_ms: int | None) -> None:
-        await self._flush()
+        await self.out.flush()
         timeout = None if due_ms is None else max(0.0, (due_ms - self.now_ms()) / 1000)
         waker = asyncio.ensure_future(self.wake.wait())
         try:
@@ -539,7 +448,7 @@ class Pass:
         self._driver().record(task.result())  # a Stale raised by the attempt ends the pass here
 
     async def _check_interrupt(self) -> None:
-        row = await self._one(queries.POLL)
+        row = await self.out.one(queries.POLL)
         if row is not None and row["interrupt"]:
             self._learn_interrupt()
         if row is not None:
@@ -551,7 +460,7 @@ class Pass:
         self.interrupting = True
         if self.attention is not None:  # its outcome stays unknown; the interrupt abandons it
             attention, self.attention = self.attention, None
-            self.unsettled.append(attention.interrupted())
+            self.out.add(attention.interrupted())
             self._driver().record(attention.row(after_interrupt=True))
         for key in [k for k in self.inflight if self._cancellable(k)]:
             self.cancelled.add(key)
@@ -563,7 +472,7 @@ class Pass:
     async def _attempt(self, need: RunActivity, carry: list[tuple[StepKey, int, bytes]]) -> StepRow:
         call, key, attempt = need.call, need.key, need.attempt
         step = call.step
-        begun = await self._begin(key, attempt, carry)
+        begun = await self.out.begin(key, attempt, carry)
         started_ms = begun["started_ms"]
         if begun["exit"] is not None:  # another runner settled it; take its exit
             return StepRow(
@@ -623,20 +532,9 @@ class Pass:
         # boundary): the body goes on in memory, and nothing outside the pass acts on the
         # outcome before that write commits — the next attempt's work starts after it
         encoded = codec.encode(exit_)
-        self.unsettled.append((key, attempt, encoded))
+        self.out.add((key, attempt, encoded))
         self.writes += 1
         return StepRow(key, attempt, "activity", codec.decode_primitive(encoded), None, started_ms)
-
-    def _rewrote(self, key: StepKey, *, exit_: bytes | None = None, scanned: int | None = None) -> None:
-        """Record in the driver what a fenced write of the pass did to a clock's or wait's row
-        (attempt 1), instead of reading it back: the fence rules out any other writer."""
-        driver = self._driver()
-        row = driver.history[key][-1]
-        if exit_ is not None:
-            row = attrs.evolve(row, exit=codec.decode_primitive(exit_))
-        if scanned is not None:  # greatest(), which ignores NULL, as the statements do
-            row = attrs.evolve(row, scanned=scanned if row.scanned is None else max(row.scanned, scanned))
-        driver.record(row)
 
     # ---- suspend and finish -----------------------------------------------------------------
 
@@ -646,15 +544,15 @@ class Pass:
         driver = self._driver()
         await faults.hit("workflow.before_suspend", self.ref.actor_id, str(self.eid))
         due = None if due_ms is None else datetime.fromtimestamp(due_ms / 1000, tz=UTC)
-        check = await self._settling(
+        check = await self.out.carrying(
             children.SUSPEND if children.has_children(driver.history) else queries.SUSPEND,
             {
                 "due": due,
                 "abandon": sorted(driver.abandoned),
                 "knows_interrupt": self.interrupting,
                 "abandoned": ABANDONED_EXIT,
-                "notify_within": timedelta(milliseconds=NOTIFY_WITHIN_MS),
-                **children.suspend_params(self),
+                "notify_within": timedelta(milliseconds=self.tuning.notify_within_ms),
+                **children.suspend_params(self.child_results),
             },
         )
         if check["interrupt"]:
@@ -665,7 +563,7 @@ class Pass:
             return False
         log.debug("execution suspended until %s", due, extra=logs.fields(execution=self.eid))
         if self.failed:  # a pass that ended well: failures are counted in a row (holds.py)
-            await self._fenced_now(holds.RESET_FAILURES)
+            await self.out.fenced_now(holds.RESET_FAILURES)
             self.failed = 0
         return True
 
@@ -686,25 +584,8 @@ class Pass:
         now, under the fence in one transaction, so whichever process owns the bucket next
         resumes the execution at once instead of after its recovery timer."""
         await self._settle_draining()
-        settles = self._take_unsettled()
-        try:
-            fenced = await self._settle_and_arm_now(settles)
-        except BaseException:
-            self.unsettled[:0] = settles  # settling twice is harmless: only an open row settles
-            raise
-        if not fenced:
-            raise Stale(f"generation {self.generation} of {self.ref} no longer holds")
+        await self.out.hand_off()
         log.info("execution handed on by the relay's drain", extra=logs.fields(execution=self.eid))
-
-    async def _settle_and_arm_now(self, settles: list[tuple[StepKey, int, bytes]]) -> bool:
-        async with self.sender.pool.connection() as conn, conn.transaction():
-            cur = await conn.execute(queries.SETTLE_STEPS, {**self.params, **_settle_params(settles)})
-            row = await cur.fetchone()
-            if row is None or not row[0]:
-                return False  # the fence's lock went with a newer generation: nothing written
-            await conn.execute(queries.OFFER_NOW, self.params)
-            await conn.execute(outbox_queries.NOTIFY, {"bucket_text": str(self.ref.bucket)})
-        return True
 
     async def _hold(self) -> bool:
         """Hold a paused execution, or one whose attempt needs attention (holds.py); False
@@ -713,7 +594,7 @@ class Pass:
         await self._settle_draining()
         attention = self.attention
         due_ms = holds.held_due(driver.history)
-        check = await self._settling(
+        check = await self.out.carrying(
             holds.HOLD,
             {
                 "due": None if due_ms is None else datetime.fromtimestamp(due_ms / 1000, tz=UTC),
@@ -751,13 +632,13 @@ class Pass:
                 return
         outcome, exit_ = self._result(workflow, final)
         result = codec.encode(exit_)
-        row = await self._settling(
+        row = await self.out.carrying(
             queries.FINISH,
             {
                 "outcome": outcome,
                 "result": result,
                 "interrupt_exit": INTERRUPT_EXIT,
-                "drop_steps": self.runner.drop_steps,
+                "drop_steps": self.host.drop_steps,
             },
         )
         log.info(
@@ -774,9 +655,9 @@ class Pass:
     async def _continue(self, workflow: Workflow[Any, Any], signal: ContinueAsNew) -> None:
         """End this run and start the next (``continue_as_new.py``), then run its first pass
         here: the generation still holds, so no resume needs to go through the relay."""
-        row = await self._settling(
+        row = await self.out.carrying(
             continue_as_new.CONTINUE,
-            {**continue_as_new.params(workflow, signal), "recovery": self.runner.hook.recovery},
+            {**continue_as_new.params(workflow, signal), "recovery": self.tuning.recovery},
         )
         log.info(
             "execution %s",
@@ -784,7 +665,7 @@ class Pass:
             extra=logs.fields(execution=self.eid),
         )
         if row["continued"]:
-            self.runner.schedule(self.ref, self.eid, self.generation)
+            self.host.schedule(self.ref, self.eid, self.generation)
 
     @telemetry.traced_outcome
     def _result(self, workflow: Workflow[Any, Any], final: Ok | Raise) -> tuple[str, dict[str, Any]]:

@@ -8,7 +8,10 @@ proves that generation still holds. A start or resume turn committed in this pro
 that generation inside the turn (``hook.py``), so a pass normally needs no activation commit of
 its own; ``ACTIVATE`` remains for a pass scheduled without one. If another process activates
 the actor later (ownership moved), this runner's writes fence out, and it forgets the
-activation.
+activation. Who holds which generation, and the hand-over from a turn to a fenced pass, are
+decided in ``activation.py``; the runner is the ``PassHost`` of its passes and the ``Handoff``
+its process's turns hand executions to (``host.py``), registered in the App's ``Handoffs``
+while its relay runs.
 
 A resume for an execution whose pass is already running wakes that pass (a new event, an
 interrupt) instead of starting a second one; if it arrives as the pass is ending, the pass is
@@ -35,9 +38,8 @@ process.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -46,35 +48,37 @@ from akter.errors import ConfigurationError
 from akter.ids import ActorRef, ExecutionId
 from akter.store.background import persist
 from akter.store.sqlstate import is_connection_lost
-from akter.workflow import holds, queries
+from akter.tuning import EngineTuning
+from akter.workflow import holds, prefix, queries
+from akter.workflow.activation import Activations
 from akter.workflow.declare import Workflow, workflows_of
-from akter.workflow.hook import WorkflowHook
+from akter.workflow.host import Handoffs
 from akter.workflow.passes import Pass
 
 if TYPE_CHECKING:
     from akter.actor.declare import Actor
     from akter.actor.sender import Sender
     from akter.outbox.relay import Relay
+    from akter.store.listener import Listener
 
 log = logging.getLogger("akter.workflow")
 
 #: passes of one execution that may fail in a row before it needs attention (the default)
 FAILED_PASS_LIMIT = 5
-#: how long a pass fenced out by its own runner waits for the newer generation to be handed over
-HANDOFF_WAIT = 2.0
 
 
 class WorkflowRunner:
+    """The workflow engine of one relay: the ``PassHost`` of its passes and the ``Handoff`` its
+    process's turns hand executions to (``host.py``)."""
+
     def __init__(
         self,
         actors: Mapping[str, Actor[Any]],
-        hook: WorkflowHook,
+        handoffs: Handoffs,
+        tuning: EngineTuning,
         *,
-        recheck: timedelta = timedelta(seconds=60),
         retention: timedelta | None = None,
         drop_steps: bool = False,
-        prune_every: timedelta = timedelta(minutes=1),
-        prune_batch: int = 1000,
         failed_pass_limit: int = FAILED_PASS_LIMIT,
     ) -> None:
         if failed_pass_limit < 1:
@@ -82,32 +86,20 @@ class WorkflowRunner:
         self.actors = actors
         #: passes of one execution that may fail in a row before it needs attention
         self.failed_pass_limit = failed_pass_limit
-        self.hook = hook
-        #: how soon an execution this runner cannot replay is offered again
-        self.recheck = recheck
+        #: where this runner registers while its relay runs, for the turns of this process
+        self.handoffs = handoffs
+        self.tuning = tuning
         #: delete steps when an execution finishes (smallest tables; no inspection afterwards)
         self.drop_steps = drop_steps
         #: None: the deployment's workflow_retention
         self.retention = retention
-        self.prune_every = prune_every
-        self.prune_batch = prune_batch
         self._relay: Relay | None = None
-        self._generations: dict[ActorRef, int] = {}
-        self._activating: dict[ActorRef, asyncio.Lock] = {}
-        #: passes running per actor; an actor with none is forgotten, so suspended executions
-        #: cost this process no memory (the next pass simply activates again)
-        self._running: dict[ActorRef, int] = {}
+        #: who holds which generation, and which pass loop runs each execution
+        self.activations = Activations(tuning.handoff_safety)
         self._passes: dict[str, Pass] = {}
-        #: executions whose pass loop is alive, between passes included: a stale pass's loop
-        #: waits there for a handed-over generation (``HANDOFF_WAIT``), and a resume arriving
-        #: meanwhile must join that loop, never start a second pass of the same execution
-        self._looping: set[str] = set()
-        self._rerun: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._quiet = asyncio.Event()
         self._quiet.set()
-        #: set (and replaced) whenever a turn hands this runner a newer generation of an actor
-        self._newer = asyncio.Event()
         self._claimed = False
         #: the relay drains: no new work, running passes hand their executions on
         self.stopping = False
@@ -121,12 +113,10 @@ class WorkflowRunner:
             return self
         return WorkflowRunner(
             self.actors,
-            self.hook,
-            recheck=self.recheck,
+            self.handoffs,
+            self.tuning,
             retention=self.retention,
             drop_steps=self.drop_steps,
-            prune_every=self.prune_every,
-            prune_batch=self.prune_batch,
             failed_pass_limit=self.failed_pass_limit,
         )
 
@@ -140,9 +130,22 @@ class WorkflowRunner:
     def sender(self) -> Sender:
         return self._owner().sender
 
+    @property
+    def listener(self) -> Listener:
+        return self.sender.session.listener
+
     def workflow(self, actor_type: str, name: str) -> Workflow[Any, Any] | None:
         actor = self.actors.get(actor_type)
         return workflows_of(actor).get(name)
+
+    def try_finish(
+        self, workflow: Workflow[Any, Any], eid: ExecutionId, params: dict[str, Any]
+    ) -> prefix.Finished | None:
+        """A start turn's body run up to its first effect (``prefix.py``), when this runner runs
+        that very declaration: its finish if it ended there, else None (the pass runs it)."""
+        if self.workflow(eid.owner.actor_type, workflow.name) is not workflow:
+            return None
+        return prefix.run(workflow, eid, params)
 
     def owns(self, ref: ActorRef) -> bool:
         """Whether this runner takes new work of ``ref`` (a turn hands it its execution): it
@@ -160,7 +163,7 @@ class WorkflowRunner:
         self.stopping = True
         for p in self._passes.values():
             p.wake.set()
-        self._wake_between_passes()
+        self.activations.wake()
 
     async def drained(self) -> None:
         """Return once no pass runs any more."""
@@ -168,7 +171,7 @@ class WorkflowRunner:
 
     def holding(self) -> frozenset[int]:
         """The buckets of the actors whose passes still run."""
-        return frozenset(ref.bucket for ref in self._running)
+        return frozenset(ref.bucket for ref in self.activations.actors())
 
     def in_flight(self) -> dict[str, int]:
         attempts = sum(len(p.inflight) + len(p.draining) for p in self._passes.values())
@@ -177,13 +180,13 @@ class WorkflowRunner:
     async def run(self, relay: Relay) -> None:
         self._relay = relay
         self.stopping = False  # the App's runner serves its next relay after a drain
-        self.hook.runners.append(self)
+        self.handoffs.attach(self)
         try:
             while True:
                 await persist("execution retention", self.prune, log=log)
-                await asyncio.sleep(self.prune_every.total_seconds())
+                await asyncio.sleep(self.tuning.prune_every.total_seconds())
         finally:
-            self.hook.runners.remove(self)
+            self.handoffs.detach(self)
             for p in self._passes.values():
                 for key in [*p.inflight, *p.draining]:
                     log.warning(
@@ -198,7 +201,10 @@ class WorkflowRunner:
 
     def generation(self, ref: ActorRef) -> int | None:
         """The generation this runner holds of ``ref`` (while a pass of it runs or is scheduled)."""
-        return self._generations.get(ref)
+        return self.activations.held(ref)
+
+    def claiming(self, ref: ActorRef, turn: object) -> Callable[[], None]:
+        return self.activations.claiming(ref, turn)
 
     def schedule(
         self,
@@ -210,31 +216,18 @@ class WorkflowRunner:
         """Run a pass of ``eid``; ``generation``: one a committed turn took (or found held) for
         this runner, so the pass needs no activation of its own; ``head``: the execution row as
         the start turn just wrote it (no steps yet), so its first pass needs no load."""
-        if generation is not None and generation > self._generations.get(ref, 0):
-            self._generations[ref] = generation
-            self._wake_between_passes()  # a pass fenced out by this generation runs on under it
+        if generation is not None:
+            self.activations.handed(ref, generation)
         key = str(eid)
-        if key in self._looping:
-            self._rerun.add(key)
+        if not self.activations.enter(ref, key):  # its loop is alive: it runs one more pass
             running = self._passes.get(key)
             if running is not None:
                 running.wake.set()
-            else:  # between passes: the loop's wait for a newer generation ends now
-                self._wake_between_passes()
             return
-        self._looping.add(key)
         self._quiet.clear()
-        # counted now, not when the task starts: the actor's generation must outlive every pass
-        # of it that another ending pass could see as the last one
-        self._running[ref] = self._running.get(ref, 0) + 1
         task = asyncio.create_task(self._run_pass(ref, eid, head), name=f"pass {key[:40]}")
         self._tasks.add(task)
         task.add_done_callback(self._done)
-
-    def _wake_between_passes(self) -> None:
-        """Wake every pass loop waiting in ``_newer_generation``: each re-checks its condition."""
-        self._newer.set()
-        self._newer = asyncio.Event()
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -250,45 +243,33 @@ class WorkflowRunner:
 
     def forget(self, ref: ActorRef, generation: int) -> None:
         """Drop an activation that fenced out (another process activated the actor since)."""
-        if self._generations.get(ref) == generation:
-            del self._generations[ref]
+        self.activations.forget(ref, generation)
 
-    async def _activate(self, ref: ActorRef) -> int:
-        # One activation per actor and process: two passes of one actor starting together must
-        # share it, or the second would fence the first out.
-        lock = self._activating.setdefault(ref, asyncio.Lock())
-        async with lock:
-            generation = self._generations.get(ref)
-            if generation is None:
-                async with self.sender.pool.connection() as conn:
-                    cur = await conn.execute(queries.ACTIVATE, ref.key_params())
-                    row = await cur.fetchone()
-                if row is None:
-                    raise LookupError(f"{ref} has no actor row")
-                # a turn may have taken a newer one for this runner meanwhile: the newest holds
-                generation = self._generations[ref] = max(int(row[0]), self._generations.get(ref, 0))
-                log.debug("activated %s at generation %d", ref, generation)
-            return generation
+    async def _take_generation(self, ref: ActorRef) -> int:
+        """A new generation of ``ref`` for this runner, taken on its actor row."""
+        async with self.sender.pool.connection() as conn:
+            cur = await conn.execute(queries.ACTIVATE, ref.key_params())
+            row = await cur.fetchone()
+        if row is None:
+            raise LookupError(f"{ref} has no actor row")
+        return int(row[0])
 
     async def _run_pass(self, ref: ActorRef, eid: ExecutionId, head: dict[str, Any] | None) -> None:
         key = str(eid)
         try:
             await self._pass_loop(ref, eid, key, head)
         finally:
-            self._looping.discard(key)
-            self._running[ref] -= 1
-            if not self._running[ref]:
-                del self._running[ref]
-                self._generations.pop(ref, None)
-                self._activating.pop(ref, None)
+            self.activations.leave(ref, key)
 
     async def _pass_loop(
         self, ref: ActorRef, eid: ExecutionId, key: str, head: dict[str, Any] | None
     ) -> None:
+        activations = self.activations
         while True:
-            self._rerun.discard(key)
+            activations.again(key)  # this pass runs whatever was asked for until now
             try:
-                p = Pass(self, ref, eid, await self._activate(ref), head)
+                generation = await activations.activate(ref, lambda: self._take_generation(ref))
+                p = Pass(self, ref, eid, generation, head)
                 head = None  # a pass run again loads what the first one wrote
                 self._passes[key] = p
                 try:
@@ -306,15 +287,15 @@ class WorkflowRunner:
                         log.exception("could not count the failed pass of %s", key)
                 return
             # a drain still runs a pass asked for meanwhile: it hands its execution on at once
-            if p.stale and self._holds(ref) and await self._newer_generation(ref, p.generation, key):
-                continue  # a turn took a newer generation for this runner meanwhile: run under it
-            if key not in self._rerun or not self._holds(ref):
+            if p.stale and self._holds(ref) and await activations.newer(ref, p.generation, key):
+                continue  # this process holds a newer generation, or a pass was asked for
+            if not activations.again(key) or not self._holds(ref):
                 return
 
     async def _failed(self, ref: ActorRef, eid: ExecutionId, exc: Exception) -> None:
         """Count a failed pass with its error; at ``failed_pass_limit`` in a row the execution
         needs attention instead of crash-looping on its recovery timer (``holds.py``)."""
-        generation = self._generations.get(ref)
+        generation = self.activations.held(ref)
         if generation is None:
             return  # fenced out meanwhile: the new owner's passes count their own failures
         error = f"{type(exc).__name__}: {exc}"[:2000]
@@ -331,22 +312,6 @@ class WorkflowRunner:
                 extra=logs.fields(execution=eid),
             )
 
-    async def _newer_generation(self, ref: ActorRef, generation: int, key: str) -> bool:
-        """Whether this runner holds a generation of ``ref`` newer than ``generation``, waiting
-        up to ``HANDOFF_WAIT`` for one: a resume turn of another execution of the same actor may
-        have taken it for this runner (fencing this pass out) and committed, with the turn's
-        answer — which hands the generation over — not processed yet. Without the wait, the
-        fenced pass would leave its execution to its recovery timer. A resume of this execution
-        scheduled meanwhile (``key`` in ``_rerun``) ends the wait: the loop runs it."""
-        deadline = asyncio.get_running_loop().time() + HANDOFF_WAIT
-        while self._generations.get(ref, 0) <= generation and key not in self._rerun:
-            left = deadline - asyncio.get_running_loop().time()
-            if left <= 0:
-                return False
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._newer.wait(), left)
-        return True
-
     async def prune(self) -> int:
         """One retention round over the owned buckets; returns the number of executions deleted.
         Raises what the database raised (the run loop backs off and tries again)."""
@@ -362,7 +327,7 @@ class WorkflowRunner:
             row = await cur.fetchone()
             if row is None:  # actor_deployment has one row from sql/001 on; akter never deletes it
                 raise ConfigurationError("actor_deployment is empty; the schema was not migrated by akter")
-            params = {"retention_ms": row[0], "limit": self.prune_batch, "buckets": owned}
+            params = {"retention_ms": row[0], "limit": self.tuning.prune_batch, "buckets": owned}
             cur = await conn.execute(queries.PRUNE, params)
             deleted: int = cur.rowcount
         return deleted

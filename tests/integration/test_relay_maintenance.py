@@ -10,6 +10,7 @@ import logging
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
+import attrs
 import psycopg
 import pytest
 from returns.result import Success
@@ -169,7 +170,8 @@ def _shop(database_url: str) -> akter.App:
         workflow_retention=timedelta(days=2),
         lock_timeout=timedelta(milliseconds=100),
     )
-    app.workflow_runner.prune_every = app.workflow_runner.refresh_every = timedelta(milliseconds=50)
+    runner = app.workflow_runner
+    runner.tuning = attrs.evolve(runner.tuning, prune_every=timedelta(milliseconds=50))
     return app
 
 

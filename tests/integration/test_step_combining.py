@@ -73,7 +73,7 @@ async def queued_behind_a_holder(
     await held.reached()
     for name in names:
         combining.gate(name).set()
-    combiner = combine.of(app.workflow_runner.sender.pool)
+    combiner = combine.of(app.workflow_runner.sender.pool, app.tuning.combine_most)
 
     async def waiting() -> int:
         return len(combiner.waiting)
@@ -91,7 +91,8 @@ async def combined(app: akter.App, client: Any, names: list[str]) -> tuple[dict[
     await together.reached()
     # all taken into that write (the holder's own next boundary may wait behind it)
     assert not {
-        w.boundary.params["actor_id"] for w in combine.of(app.workflow_runner.sender.pool).waiting
+        w.boundary.params["actor_id"]
+        for w in combine.of(app.workflow_runner.sender.pool, app.tuning.combine_most).waiting
     } & set(names)
     return runs, together
 
@@ -183,7 +184,7 @@ async def test_a_rivals_lock_on_one_combined_boundary_fails_only_that_pass(
 async def test_a_pass_interrupted_while_its_boundary_waits_sends_nothing_of_it(env: Any, peek: Peek) -> None:
     app, relay, client = env
     runs, held = await queued_behind_a_holder(app, client, ["stop"])
-    combiner = combine.of(app.workflow_runner.sender.pool)
+    combiner = combine.of(app.workflow_runner.sender.pool, app.tuning.combine_most)
     await runs["stop"].interrupt()
     result = await runs["stop"].result(timeout=60)
     assert isinstance(result, Failure)

@@ -76,7 +76,7 @@ async def test_the_scalar_and_the_combined_paths_record_identical_rows(pool: Any
         "INSERT INTO actor_generations (routing_key, tenant, actor_type, actor_id, generation)"
         " VALUES (4242, 'acme', 'Steps', 'rows', 3) RETURNING 1"
     )
-    combiner = combine.Combiner(pool)
+    combiner = combine.Combiner(pool, 1)
     answers: dict[str, list[tuple[Any, ...]]] = {"scalars": [], "combined": [], "beside": []}
     for settles, write in SEQUENCE:
         (alone,) = await through(combiner, boundary("e-scalars", settles, write))
@@ -107,7 +107,7 @@ async def test_a_stale_boundary_in_a_combined_write_writes_nothing_and_the_other
         "INSERT INTO actor_generations (routing_key, tenant, actor_type, actor_id, generation)"
         " VALUES (4242, 'acme', 'Steps', 'rows', 3) RETURNING 1"
     )
-    combiner = combine.Combiner(pool)
+    combiner = combine.Combiner(pool, 1)
     write = ("first", "", 1, 1)
     before, stale, after = await through(
         combiner,

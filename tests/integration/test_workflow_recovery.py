@@ -14,7 +14,7 @@ from returns.result import Failure, Success
 
 import akter
 from akter import testing
-from akter.workflow import runner as runner_module
+from akter.ids import ActorRef
 from tests.apps import flows
 from tests.apps.flows import Book, Done, Flows, Job, Settle
 from tests.apps.relay_procs import RelayProcess
@@ -103,8 +103,9 @@ async def test_a_rerun_past_the_retry_window_needs_attention_and_sends_nothing(
     async with flows.make_app(database_url).client(akter.User("ops")) as client:
         run = await client.actor(Flows, "p7", tenant="acme").start(Settle, Job("late", seconds=0))
         assert dying.wait(timeout=30) == -9, dying.output()
+        assert await peek.count("actor_receipts", "ledger-late") == 2  # the first attempt's sends
         await clock.advance(timedelta(hours=25))  # past the derived ids' expiry
-        relays()
+        relays()  # its receipt retention may delete those two receipts, expired now
         await until(run.poll, lambda s: s.status == "needs_attention")
         # nothing was sent again, and nothing recorded by guesswork: the attempt waits for a person
         assert await ledger_attempts(peek) == [(1, True)]
@@ -115,7 +116,9 @@ async def test_a_rerun_past_the_retry_window_needs_attention_and_sends_nothing(
     # the receiver still holds the first attempt's two effects, and no others
     state = await peek.value("SELECT state FROM actor_state WHERE actor_id = 'ledger-late'")
     assert b'"effects":["late-a","late-b"]' in bytes(state)
-    assert await peek.count("actor_receipts", "ledger-late") == 2
+    # and no receipt since the clock moved: nothing reached the receiver again
+    fresh = "SELECT count(*) FROM actor_receipts WHERE actor_id = 'ledger-late' AND expires_at > akter_now()"
+    assert await peek.value(fresh) == 0
     assert await ledger_attempts(peek) == [(1, False)]
 
 
@@ -156,16 +159,17 @@ async def test_a_stale_generation_cannot_settle_and_the_run_still_finishes(
 
 
 async def test_a_resume_while_a_fenced_pass_waits_for_a_handover_runs_one_pass_not_two(
-    env: Any, peek: Peek, clock: testing.Clock, monkeypatch: pytest.MonkeyPatch
+    env: Any, peek: Peek, clock: testing.Clock
 ) -> None:
-    # the window a fenced pass's loop waits for a handed-over generation, made wide: the test
-    # ends it itself, with a resume
-    monkeypatch.setattr(runner_module, "HANDOFF_WAIT", 60.0)
     app, relay, client = env
     runner = app.workflow_runner
     gate = testing.pause("workflow.before_settle")
     run = await client.actor(Flows, "p9", tenant="acme").start(Settle, Job("twice", seconds=0))
     await gate.reached()
+    # a turn of this process takes a new generation of the actor for the runner and has not
+    # handed it over yet: the pass it fences out must wait for that hand-over, not end
+    in_flight = asyncio.Event()  # stands for the turn (any object its hand-over outlives)
+    handed = runner.claiming(ActorRef("acme", "Flows", "p9"), in_flight)
     await peek.rows(
         "UPDATE actor_generations SET generation = generation + 1 WHERE actor_id = 'p9' RETURNING 1"
     )
@@ -178,6 +182,7 @@ async def test_a_resume_while_a_fenced_pass_waits_for_a_handover_runs_one_pass_n
     # the recovery timer falls due: the relay's resume turn takes a generation for this runner
     await clock.advance(timedelta(seconds=31))
     assert await run.result(timeout=60) == Success(Done("ledger 2; principal Anonymous(); tenant acme"))
+    handed()
     await quiet(app, relay)
     # the attempt ran before the fence and once more in the one pass that resumed it
     assert flows.CALLS["twice"] == 2

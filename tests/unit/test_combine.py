@@ -112,7 +112,7 @@ def pool() -> Pool:
 
 
 async def test_a_lone_boundary_is_sent_at_once_as_scalars(pool: Pool) -> None:
-    combiner = combine.Combiner(pool)  # type: ignore[arg-type]
+    combiner = combine.Combiner(pool, 1)  # type: ignore[arg-type]
     task = asyncio.create_task(combiner.begin(boundary("e1")))
     (sent,) = await pool.next_sent(1)
     assert sent.query == combine.BEGIN_ONE
@@ -122,7 +122,7 @@ async def test_a_lone_boundary_is_sent_at_once_as_scalars(pool: Pool) -> None:
 
 
 async def test_boundaries_ready_while_a_write_is_in_flight_go_together_in_the_next(pool: Pool) -> None:
-    combiner = combine.Combiner(pool)  # type: ignore[arg-type]
+    combiner = combine.Combiner(pool, 1)  # type: ignore[arg-type]
     first = asyncio.create_task(combiner.begin(boundary("e1")))
     (in_flight,) = await pool.next_sent(1)
     later = [asyncio.create_task(combiner.begin(boundary(eid))) for eid in ("e2", "e3", "e4")]
@@ -141,7 +141,7 @@ async def test_boundaries_ready_while_a_write_is_in_flight_go_together_in_the_ne
 
 
 async def test_a_lone_boundary_with_several_settles_goes_as_an_array(pool: Pool) -> None:
-    combiner = combine.Combiner(pool)  # type: ignore[arg-type]
+    combiner = combine.Combiner(pool, 1)  # type: ignore[arg-type]
     task = asyncio.create_task(combiner.begin(boundary("e1", settles=2)))
     (sent,) = await pool.next_sent(1)
     assert sent.query == combine.BEGIN_MANY
@@ -166,7 +166,7 @@ async def combined_write_of(
 
 
 async def test_a_combined_write_that_lost_its_connection_fails_every_pass_it_carried(pool: Pool) -> None:
-    combiner = combine.Combiner(pool)  # type: ignore[arg-type]
+    combiner = combine.Combiner(pool, 1)  # type: ignore[arg-type]
     later, together = await combined_write_of(pool, combiner, ["e2", "e3"])
     together.answer.set_exception(psycopg.OperationalError("server closed the connection unexpectedly"))
     for task in later:
@@ -182,7 +182,7 @@ async def test_a_combined_write_that_lost_its_connection_fails_every_pass_it_car
 
 
 async def test_a_combined_write_failing_otherwise_writes_each_boundary_alone(pool: Pool) -> None:
-    combiner = combine.Combiner(pool)  # type: ignore[arg-type]
+    combiner = combine.Combiner(pool, 1)  # type: ignore[arg-type]
     later, together = await combined_write_of(pool, combiner, ["e2", "e3", "e4"])
     together.answer.set_exception(psycopg.errors.LockNotAvailable("lock timeout"))
     alone = (await pool.next_sent(5))[2:]
@@ -202,7 +202,7 @@ async def test_a_combined_write_failing_otherwise_writes_each_boundary_alone(poo
 
 
 async def test_a_pass_cancelled_while_its_boundary_waits_never_sends_it(pool: Pool) -> None:
-    combiner = combine.Combiner(pool)  # type: ignore[arg-type]
+    combiner = combine.Combiner(pool, 1)  # type: ignore[arg-type]
     first = asyncio.create_task(combiner.begin(boundary("e1")))
     (in_flight,) = await pool.next_sent(1)
     leaving = asyncio.create_task(combiner.begin(boundary("e2")))
