@@ -26,7 +26,7 @@ from psycopg.rows import dict_row
 from returns.result import Result
 
 from akter import codec
-from akter.actor.client import ActorHandle, Client, SyncActorHandle, SyncClient
+from akter.actor.client import KernelActorHandle, KernelClient, KernelSyncClient, SyncActorHandle
 from akter.actor.declare import Actor
 from akter.actor.joined import JoinedSender, check_connection
 from akter.callers import Anonymous, Caller
@@ -216,7 +216,7 @@ class Run(Generic[O]):
         await self._sender.send(self._eid.owner, command, payload, cid, self.caller)
 
 
-class WorkflowActorHandle(ActorHandle[S]):
+class WorkflowActorHandle(KernelActorHandle[S]):
     """An actor handle that can also start and find workflow executions."""
 
     def __init__(
@@ -280,7 +280,7 @@ class WorkflowActorHandle(ActorHandle[S]):
         return Run(self._sender, self._results, workflow, eid, caller=self.caller)
 
 
-class WorkflowClient(Client):
+class WorkflowClient(KernelClient):
     """The client ``app.client()`` returns: sends commands, starts and re-attaches to executions."""
 
     def __init__(self, sender: Sender, results: Listener, caller: Caller | None = None) -> None:
@@ -348,7 +348,7 @@ class SyncWorkflowActorHandle(SyncActorHandle[S]):
         return SyncRun(self._loop, handle.run(workflow, execution_id))
 
 
-class SyncWorkflowClient(SyncClient):
+class SyncWorkflowClient(KernelSyncClient):
     def actor(
         self, actor: Actor[S], actor_id: str, *, tenant: str, caller: Caller | None = None
     ) -> SyncWorkflowActorHandle[S]:
