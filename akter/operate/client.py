@@ -14,6 +14,8 @@ import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, Final, TypeVar
 
+import psycopg
+
 from akter import codec, tagged
 from akter.actor.declare import Actor
 from akter.actor.sender import Sender
@@ -33,6 +35,7 @@ from akter.operate.query import (
     read_page,
 )
 from akter.operate.timeline import Timeline, read_timeline
+from akter.workflow.joined import SyncJoinedClient
 from akter.workflow.run import SyncWorkflowClient, WorkflowActorHandle, WorkflowClient
 
 S = TypeVar("S")
@@ -295,3 +298,14 @@ class Client(Operations, WorkflowClient):
 
 class SyncClient(SyncOperations, SyncWorkflowClient):
     """``app.sync_client()``: the same as ``Client``, blocking, for code without an event loop."""
+
+    def with_connection(self, conn: psycopg.Connection[Any]) -> JoinedSyncClient:
+        """A ``SyncClient`` whose sends and starts are written inside ``conn``'s transaction,
+        which the application owns, in the calling thread (``akter.workflow.joined``)."""
+        joined = super().with_connection(conn)
+        return JoinedSyncClient(joined._loop, joined._client)
+
+
+class JoinedSyncClient(SyncJoinedClient, SyncClient):
+    """What ``sync_client.with_connection(conn)`` gives: an ``akter.SyncClient`` whose handles
+    send and start on ``conn``, in the calling thread."""

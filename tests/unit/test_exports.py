@@ -145,6 +145,10 @@ def test_the_clients_app_hands_out_are_the_exported_classes() -> None:
         assert callable(getattr(akter.Client, method)), method
         assert callable(getattr(akter.SyncClient, method)), method
     assert isinstance(akter.Client.schedules, property)
+    # inside the application's transaction too: the joined clients are public clients
+    assert inspect.get_annotations(akter.Client.with_connection)["return"] == "Self"
+    joined = inspect.get_annotations(akter.SyncClient.with_connection)["return"]
+    assert issubclass(getattr(sys.modules[akter.SyncClient.__module__], joined), akter.SyncClient)
 
 
 def _documentation() -> str:
