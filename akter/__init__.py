@@ -1,17 +1,50 @@
 """akter: durable workflows as members of actors, stored in PostgreSQL.
 
-The public surface is exactly ``__all__`` (pinned by ``tests/unit/test_exports.py``); everything
-else is internal and may change without notice.
+The public surface is exactly ``__all__`` (pinned by ``tests/unit/test_exports.py``, at most 60
+names, each documented in ``README.md`` or ``docs/``); everything else is internal and may change
+without notice. What is public, and why:
 
-``App``, ``Relay`` and ``RelaySettings`` are imported when first used (``__getattr__``), so that
-a process that needs neither — ``akter migrate``, a script that only declares — does not load
-the relay and the composition root.
+- **What users declare** (``Actor``, ``Workflow``, ``Command``, ``Query``, ``Upgrade``, ``Retry``,
+  ``Versions``, ``KeyReuse``, ``Schedule``, ``enable_schedules``, ``users_only``), **what their
+  handlers and bodies receive** (``Turn``, ``View``, ``Event``, ``WorkflowContext``,
+  ``ActivityContext`` / ``activity_context``) and **who calls** (``Caller``, ``Principal``,
+  ``User``, ``Anonymous``, ``System``, ``ActorRef``).
+- **What akter hands out**, under the names of the classes it hands out: ``App``;
+  ``app.client()`` gives an ``akter.Client``, ``app.sync_client()`` an ``akter.SyncClient``,
+  ``client.actor(...)`` an ``akter.ActorHandle``; a start gives a ``Run`` (``run.poll()`` a
+  ``Status``), a child start a ``ChildHandle``, ``client.schedules`` the ``Schedules`` (listing
+  ``ScheduleInfo``). The kernel's and the workflow layer's halves of the clients carry other names
+  (``akter.actor.client.KernelClient``, ``akter.workflow.run.WorkflowClient``), so that
+  ``client: akter.Client`` has every method ``app.client()``'s client has. Users annotate with
+  these; they never construct them. ``ActivityStep`` is what ``wf.activity(...)`` declares, for
+  helpers that return one; the other step kinds are never annotated and stay internal.
+- **What users pass**: ``ExecutionFilter`` (the operator's queries) and ``RelaySettings``, the
+  one argument of ``app.relay(...)`` (and the flags of ``akter relay``): a plain value, the only
+  way to set an in-process relay's heartbeat, leases and attempts. ``Relay`` itself is not
+  public: its constructor takes the engine's internal ``Sender``, and users get one from
+  ``app.relay()`` only.
+- **Retry policies** are built by ``Retry`` alone: ``Retry(times=3)``,
+  ``Retry.exponential(base, times=...)``, ``Retry.constant(delay, times=...)``; the backoff they
+  carry is not a name of its own.
+- **Exceptions: those a user catches, or sees in a stored outcome** (``Failure(...)`` of a send or
+  a run), and the bases the rest are caught by. ``AkterError`` is the root; ``InvalidInput``,
+  ``CommandRejected``, ``ConfigurationError`` and ``SchemaError`` group the finer classes
+  (``UnknownCommand``, ``CommandConflict``, ``InternalCommand``, ``EmbeddedServerError``,
+  ``SchemaTooNew``, ...), which still exist in ``akter.errors``, where akter raises them. akter's
+  own defects (``TurnClosed``, ``InternalCommand``, ``EffectDefect``, ``ResultTooLarge`` — the
+  last two reach users as the ``Defect`` of an outcome) and the relay's ``UndeliverableIntent``
+  (a row's ``last_error``, never raised to a caller) are not exported.
+- ``akter.all`` (run branches concurrently, ``await akter.all(a, b)``) is an attribute but not in
+  ``__all__``: under ``from akter import *`` it would shadow the builtin ``all``.
+
+``App`` and ``RelaySettings`` are imported when first used (``__getattr__``), so that a process
+that needs neither — ``akter migrate``, a script that only declares — does not load the relay and
+the composition root.
 """
 
 from typing import TYPE_CHECKING
 
-from akter.actor.client import ActorHandle, Client, SyncClient
-from akter.actor.declare import Command, allow_all, deny_anonymous, users_only
+from akter.actor.declare import Command, users_only
 from akter.actor.query import Event, Query, View
 from akter.actor.turn import Turn
 from akter.actor.upgrade import Upgrade
@@ -21,7 +54,6 @@ from akter.errors import (
     ActivityOutcomeUnknown,
     ActorBusy,
     AkterError,
-    CommandConflict,
     CommandExpired,
     CommandRejected,
     CompensationFailed,
@@ -30,52 +62,25 @@ from akter.errors import (
     DatabaseUnavailable,
     DeclarationError,
     Defect,
-    EffectDefect,
-    EmbeddedServerError,
     EventTooLarge,
     ExecutionKeyConflict,
-    ExecutionNotResolvable,
-    ExecutionNotRetryable,
     IncompatibleStoredData,
-    InternalCommand,
     Interrupted,
-    InvalidActorId,
-    InvalidCommandId,
     InvalidExecutionId,
-    InvalidExecutionKey,
     InvalidInput,
-    InvalidResolution,
-    InvalidTimerKey,
     PayloadTooLarge,
     ResultTimeout,
-    ResultTooLarge,
     SchemaError,
-    SchemaTooNew,
     StateTooLarge,
-    TurnClosed,
-    UndeliverableIntent,
-    UnknownCommand,
-    UnknownSchedule,
 )
-from akter.ids import ActorRef, CommandId
+from akter.ids import ActorRef
+from akter.operate.client import ActorHandle, Client, SyncClient
 from akter.operate.query import ExecutionFilter
 from akter.workflow.activity import ActivityContext, activity_context
-from akter.workflow.children import ChildHandle, ChildStep
+from akter.workflow.children import ChildHandle
 from akter.workflow.context import WorkflowContext
-from akter.workflow.declare import (
-    ActivityStep,
-    Actor,
-    Backoff,
-    RaceStep,
-    Retry,
-    SleepStep,
-    Versions,
-    WaitStep,
-    Workflow,
-    constant,
-    exponential,
-)
-from akter.workflow.effects import all_ as all
+from akter.workflow.declare import ActivityStep, Actor, Retry, Versions, Workflow
+from akter.workflow.effects import all_ as all  # noqa: F401 -- public as akter.all, out of __all__
 from akter.workflow.key_policy import KeyReuse
 from akter.workflow.run import Run, Status
 from akter.workflow.schedule_admin import ScheduleInfo, Schedules
@@ -84,11 +89,11 @@ from akter.workflow.schedules import enable as enable_schedules
 
 if TYPE_CHECKING:
     from akter.app import App
-    from akter.outbox.relay import Relay, RelaySettings
+    from akter.outbox.relay import RelaySettings
 del TYPE_CHECKING  # not a public name
 
 #: the public names imported on first use, and the module each comes from
-_LAZY = {"App": "akter.app", "Relay": "akter.outbox.relay", "RelaySettings": "akter.outbox.relay"}
+_LAZY = {"App": "akter.app", "RelaySettings": "akter.outbox.relay"}
 
 
 def __getattr__(name: str) -> object:
@@ -117,15 +122,11 @@ __all__ = [
     "AkterError",
     "Anonymous",
     "App",
-    "Backoff",
     "Caller",
     "ChildHandle",
-    "ChildStep",
     "Client",
     "Command",
-    "CommandConflict",
     "CommandExpired",
-    "CommandId",
     "CommandRejected",
     "CompensationFailed",
     "ConfigurationError",
@@ -133,63 +134,38 @@ __all__ = [
     "DatabaseUnavailable",
     "DeclarationError",
     "Defect",
-    "EffectDefect",
-    "EmbeddedServerError",
     "Event",
     "EventTooLarge",
     "ExecutionFilter",
     "ExecutionKeyConflict",
-    "ExecutionNotResolvable",
-    "ExecutionNotRetryable",
     "IncompatibleStoredData",
-    "InternalCommand",
     "Interrupted",
-    "InvalidActorId",
-    "InvalidCommandId",
     "InvalidExecutionId",
-    "InvalidExecutionKey",
     "InvalidInput",
-    "InvalidResolution",
-    "InvalidTimerKey",
     "KeyReuse",
     "PayloadTooLarge",
     "Principal",
     "Query",
-    "RaceStep",
-    "Relay",
     "RelaySettings",
     "ResultTimeout",
-    "ResultTooLarge",
     "Retry",
     "Run",
     "Schedule",
     "ScheduleInfo",
     "Schedules",
     "SchemaError",
-    "SchemaTooNew",
-    "SleepStep",
     "StateTooLarge",
     "Status",
     "SyncClient",
     "System",
     "Turn",
-    "TurnClosed",
-    "UndeliverableIntent",
-    "UnknownCommand",
-    "UnknownSchedule",
     "Upgrade",
     "User",
     "Versions",
     "View",
-    "WaitStep",
     "Workflow",
     "WorkflowContext",
     "activity_context",
-    "all",
-    "allow_all",
-    "constant",
-    "deny_anonymous",
     "enable_schedules",
-    "exponential",
     "users_only",
 ]

@@ -37,7 +37,7 @@ from akter.errors import (
     ConfigurationError,
     DeclarationError,
 )
-from akter.operate.client import OperatorClient, SyncOperatorClient
+from akter.operate.client import Client, SyncClient
 from akter.operate.gauges import observe_database
 from akter.outbox.intents import OutboxHook
 from akter.outbox.relay import Relay, RelayPlugin, RelaySettings
@@ -288,7 +288,7 @@ class App:
     # --- borrowing ---
 
     @asynccontextmanager
-    async def client(self, caller: Caller | None = None) -> AsyncIterator[OperatorClient]:
+    async def client(self, caller: Caller | None = None) -> AsyncIterator[Client]:
         """``async with app.client() as client``. From a started App (``async with app:``) a
         client is cheap: it borrows the engine's pool, listener and clock, and opens nothing.
 
@@ -297,7 +297,7 @@ class App:
         migrates it, opens a pool and stores the manifests: a web handler should not rely on it;
         start the App once per process instead."""
         async with self._borrow() as engine:
-            yield OperatorClient(engine.sender, engine.results, caller)
+            yield Client(engine.sender, engine.results, caller)
 
     @asynccontextmanager
     async def relay(self, settings: RelaySettings | None = None) -> AsyncIterator[Relay]:
@@ -318,7 +318,7 @@ class App:
                 await relay.stop()
 
     @contextmanager
-    def sync_client(self, caller: Caller | None = None) -> Iterator[SyncOperatorClient]:
+    def sync_client(self, caller: Caller | None = None) -> Iterator[SyncClient]:
         """``with app.sync_client() as client``: the blocking facade, safe to use from any thread.
 
         After ``app.start_sync()`` it borrows the started engine and its event-loop thread, and
@@ -332,13 +332,13 @@ class App:
             # started by an async server (an ASGI lifespan) whose sync views run in threads
             portal = _Portal(engine.loop)
         if portal is not None and engine is not None:
-            yield SyncOperatorClient(portal, OperatorClient(engine.sender, engine.results, caller))
+            yield SyncClient(portal, Client(engine.sender, engine.results, caller))
             return
         loop = _LoopThread()
         try:
             private = loop.run(Engine.open(self))
             try:
-                yield SyncOperatorClient(loop, OperatorClient(private.sender, private.results, caller))
+                yield SyncClient(loop, Client(private.sender, private.results, caller))
             finally:
                 loop.run(private.close())
         finally:

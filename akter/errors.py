@@ -46,6 +46,21 @@ own, and every class says when it is raised and what it carries::
     ├── ActivityOutcomeUnknown      an activity's effect cannot be known (its derived ids expired)
     └── ResultTimeout               run.result(timeout=...) gave up waiting; the run goes on
 
+Every class is raised as drawn, but ``akter`` exports only those a user catches or sees in a
+stored outcome, and the bases the rest are caught by. These are not exported (import them from
+here, or catch their base)::
+
+    EmbeddedServerError SchemaTooNew InvalidActorId InvalidCommandId InvalidExecutionKey
+    ExecutionNotRetryable ExecutionNotResolvable InvalidResolution InvalidTimerKey UnknownCommand
+    UnknownSchedule CommandConflict InternalCommand TurnClosed EffectDefect ResultTooLarge
+    UndeliverableIntent
+
+Most are caught as their base (``ConfigurationError``, ``SchemaError``, ``InvalidInput``,
+``CommandRejected``). ``TurnClosed`` is a defect of code that kept a ``Turn`` past its turn;
+``EffectDefect`` and ``ResultTooLarge`` reach users as the ``Defect`` of an outcome;
+``UndeliverableIntent`` is what the relay records as a row's ``last_error``, never raised to a
+caller.
+
 ``Defect`` carries the original exception's type name and message (and, in process, the exception
 as ``__cause__``), because a handler defect must reach the caller and never commit anything; its
 ``str()`` names both (``ValueError: boom``), so a ``Failure`` of one never prints empty.

@@ -117,7 +117,7 @@ async def effect(n: int, name: str) -> int:
     return int(outcome.unwrap())
 
 
-retry = akter.Retry(times=5, backoff=akter.exponential(timedelta(milliseconds=200), cap=timedelta(seconds=2)))
+retry = akter.Retry.exponential(timedelta(milliseconds=200), times=5, cap=timedelta(seconds=2))
 Soak = Shop.workflow("Soak", input=Job, output=Shipped, errors=[NoGo], key=job_key)
 reserve = Soak.activity("reserve", success=int, retry=retry)
 nap = Soak.sleep("nap")

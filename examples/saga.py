@@ -165,7 +165,7 @@ charge_card: ActivityStep[Charge] = Book.activity(
     "charge-card",
     success=Charge,
     errors=[CardDeclined],
-    retry=akter.Retry(times=5, backoff=akter.exponential(base=timedelta(minutes=1))),
+    retry=akter.Retry.exponential(timedelta(minutes=1), times=5),
 )
 cancel_flight: ActivityStep[None] = Book.activity("cancel-flight", retry=akter.Retry(times=10))
 cancel_hotel: ActivityStep[None] = Book.activity("cancel-hotel", retry=akter.Retry(times=10))

@@ -1,15 +1,20 @@
-"""Clients: how application code addresses actors and sends them commands.
+"""The kernel's clients: how code addresses actors and sends them commands.
 
-``Client`` is tenant-agnostic; ``client.actor(Type, id, tenant=...)`` gives a tenant-scoped
-``ActorHandle``. ``handle.send(command, payload)`` mints a command id (or takes the caller's),
-runs the turn through the engine's ``Sender`` (``akter.actor.sender``: retries, the clock), and
-returns a ``returns.result.Result``: ``Success(output)`` or ``Failure(declared error)``. akter's
-own refusals (conflict, expiry, access, defects) are raised, because they are bugs or operational
-conditions, not business outcomes.
+These are the actor layer's halves of the public clients, not the public clients themselves:
+``akter.Client``, ``akter.SyncClient`` and ``akter.ActorHandle`` (``akter.operate.client``) add
+workflows and operations to them, and are what ``app.client()`` hands out. The kernel's classes
+carry ``Kernel`` in their names so that no two classes are called ``Client``.
 
-``SyncClient`` is the same for synchronous code (Django, Flask): its calls run on the event loop
-of a ``_LoopThread``, the started App's one (``app.start_sync()``), or a private one for the
-duration of a script's ``with app.sync_client():``.
+``KernelClient`` is tenant-agnostic; ``client.actor(Type, id, tenant=...)`` gives a
+tenant-scoped handle. ``handle.send(command, payload)`` mints a command id (or takes the
+caller's), runs the turn through the engine's ``Sender`` (``akter.actor.sender``: retries, the
+clock), and returns a ``returns.result.Result``: ``Success(output)`` or ``Failure(declared
+error)``. akter's own refusals (conflict, expiry, access, defects) are raised, because they are
+bugs or operational conditions, not business outcomes.
+
+``KernelSyncClient`` is the same for synchronous code (Django, Flask): its calls run on the
+event loop of a ``_LoopThread``, the started App's one (``app.start_sync()``), or a private one
+for the duration of a script's ``with app.sync_client():``.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ T = TypeVar("T")
 E = TypeVar("E")
 
 
-class ActorHandle(Generic[S]):
+class KernelActorHandle(Generic[S]):
     """One actor of one tenant, as seen by one caller."""
 
     def __init__(self, sender: Sender, actor: Actor[S], ref: ActorRef, caller: Caller) -> None:
@@ -101,11 +106,11 @@ class ActorHandle(Generic[S]):
         )
 
     def __repr__(self) -> str:
-        return f"<ActorHandle {self.ref} as {self.caller!r}>"
+        return f"<{type(self).__name__} {self.ref} as {self.caller!r}>"
 
 
-class Client:
-    """Sends commands to actors. Get one from ``app.client()``."""
+class KernelClient:
+    """Sends commands to actors; ``akter.Client`` (what ``app.client()`` gives) is one."""
 
     def __init__(self, sender: Sender, caller: Caller | None = None) -> None:
         self.sender = sender
@@ -113,10 +118,10 @@ class Client:
 
     def actor(
         self, actor: Actor[S], actor_id: str, *, tenant: str, caller: Caller | None = None
-    ) -> ActorHandle[S]:
+    ) -> KernelActorHandle[S]:
         self.sender.check_declared(actor)
         ref = ActorRef(tenant=tenant, actor_type=actor.name, actor_id=actor_id)
-        return ActorHandle(self.sender, actor, ref, caller if caller is not None else self.caller)
+        return KernelActorHandle(self.sender, actor, ref, caller if caller is not None else self.caller)
 
     def new_command_id(self) -> str:
         """A fresh command id on the database clock; keep it to retry a send safely."""
@@ -136,7 +141,7 @@ class Client:
 
 
 class SyncActorHandle(Generic[S]):
-    def __init__(self, loop: _Portal, handle: ActorHandle[S]) -> None:
+    def __init__(self, loop: _Portal, handle: KernelActorHandle[S]) -> None:
         self._loop = loop
         self._handle = handle
         self.ref = handle.ref
@@ -180,10 +185,10 @@ class SyncActorHandle(Generic[S]):
         return self._loop.run(self._handle.wait_for(event_type, where=where, timeout=timeout, after=after))
 
 
-class SyncClient:
+class KernelSyncClient:
     """The synchronous facade: the same operations, blocking, for code without an event loop."""
 
-    def __init__(self, loop: _Portal, client: Client) -> None:
+    def __init__(self, loop: _Portal, client: KernelClient) -> None:
         self._loop = loop
         self._client = client
 

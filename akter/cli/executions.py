@@ -36,6 +36,7 @@ import psycopg_pool
 from akter.callers import Caller, User
 from akter.cli import support as cli_support
 from akter.cli.inspect import database_option, json_option, load_app_url, parse_execution_id, read_view
+from akter.cli.support import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from akter.errors import AkterError, ConfigurationError, InvalidInput
 from akter.inspect.decode import one_line
 from akter.inspect.render import jsonable, when
@@ -55,10 +56,6 @@ from akter.operate.query import (
 from akter.operate.timeline import read_timeline, render_timeline, timeline_json
 
 T = TypeVar("T")
-
-EXIT_OK = 0
-EXIT_NOTHING = 1
-EXIT_USAGE = 2
 
 
 def _fail(message: str, code: int = EXIT_USAGE, *, kind: str | None = None) -> NoReturn:
@@ -220,7 +217,7 @@ def list_command(
             click.echo("\n".join(_row_lines(row, now)))
         if page.next_cursor:
             click.echo(f"next page: --after {page.next_cursor}")
-    sys.exit(EXIT_OK if page.rows else EXIT_NOTHING)
+    sys.exit(EXIT_OK if page.rows else EXIT_FAILURE)
 
 
 def _render_counts(counts: Sequence[Count]) -> str:
@@ -246,7 +243,7 @@ def counts_command(*, app_path: str, database_url: str | None, as_json: bool, **
         _echo_json({"counts": counts, "total": sum(c.count for c in counts)})
     else:
         click.echo(_render_counts(counts))
-    sys.exit(EXIT_OK if counts else EXIT_NOTHING)
+    sys.exit(EXIT_OK if counts else EXIT_FAILURE)
 
 
 # ---- show -------------------------------------------------------------------------------------
@@ -264,7 +261,7 @@ def show_command(*, app_path: str, execution_id: str, database_url: str | None, 
     timeline = read_view(url, lambda conn: read_timeline(conn, app, eid, relative=not as_json))
     if timeline is None:
         _fail(
-            f"no execution {execution_id} is stored (never started, or pruned after retention)", EXIT_NOTHING
+            f"no execution {execution_id} is stored (never started, or pruned after retention)", EXIT_FAILURE
         )
     parked = read_view(url, lambda conn: parked_of_execution(conn, eid))  # what it waits on
     if as_json:
@@ -355,7 +352,7 @@ class _Report:
             click.echo(f"{self.verb} {done} of {self.count} matching executions{refused}")
         if not self.count:
             click.echo("akter: no execution matched", err=True)
-        sys.exit(EXIT_OK if self.count and not self.refused else EXIT_NOTHING)
+        sys.exit(EXIT_OK if self.count and not self.refused else EXIT_FAILURE)
 
 
 def _act(

@@ -20,7 +20,7 @@ from akter.cli.support import fail as _fail
 from akter.cli.support import one_line
 from akter.errors import AkterError, ConfigurationError
 from akter.ids import ActorRef, ExecutionId
-from akter.inspect.limits import DEFAULT_LIMIT, EXIT_NOT_FOUND, MAX_LIMIT
+from akter.inspect.limits import DEFAULT_LIMIT, MAX_LIMIT
 from akter.inspect.read import connect, read_actor, read_execution
 from akter.inspect.render import render_actor, render_execution, to_json
 
@@ -114,7 +114,7 @@ def inspect_actor(
         declared = (
             "" if actor_type in app.actors else f" ({app_path} declares {', '.join(sorted(app.actors))})"
         )
-        _fail(f"no actor {ref} is stored: it never committed a turn{declared}", EXIT_NOT_FOUND)
+        _fail(f"no actor {ref} is stored: it never committed a turn{declared}", support.EXIT_FAILURE)
     click.echo(to_json(view) if as_json else render_actor(view))
 
 
@@ -131,7 +131,7 @@ def inspect_execution(*, app_path: str, execution_id: str, database_url: str | N
     if view is None:
         _fail(
             f"no execution {execution_id} is stored (never started, or pruned after retention)",
-            EXIT_NOT_FOUND,
+            support.EXIT_FAILURE,
         )
     click.echo(to_json(view) if as_json else render_execution(view))
 

@@ -27,8 +27,6 @@ from akter.workflow.replay_report import ReplayReport
 if TYPE_CHECKING:
     from akter.app import App
 
-EXIT_REPLAYS = 0
-EXIT_DIVERGED = 1
 #: worker processes at most when --jobs is not given
 MAX_JOBS = 8
 
@@ -100,7 +98,7 @@ def replay(
     except psycopg.Error as exc:
         cli_support.fail_with(cli_support.database_problem(exc, url))
     click.echo(json.dumps(report.data(), indent=2) if as_json else report.text())
-    sys.exit(EXIT_REPLAYS if report.replays else EXIT_DIVERGED)
+    sys.exit(cli_support.EXIT_OK if report.replays else cli_support.EXIT_FAILURE)
 
 
 def _replay(

@@ -22,7 +22,6 @@ from akter.cli import support as cli_support
 from akter.errors import AkterError, UnknownSchedule
 
 T = TypeVar("T")
-EXIT_NOT_FOUND = 1
 
 
 def _with_schedules(app_path: str, database_url: str | None, action: Callable[[Any, Any], Awaitable[T]]) -> T:
@@ -36,7 +35,7 @@ def _with_schedules(app_path: str, database_url: str | None, action: Callable[[A
     try:
         return asyncio.run(run())
     except UnknownSchedule as exc:
-        cli_support.fail(str(exc), EXIT_NOT_FOUND)
+        cli_support.fail(str(exc), cli_support.EXIT_FAILURE)
     except psycopg.OperationalError as exc:
         cli_support.fail(str(cli_support.cannot_connect(exc, app.database_url)))
     except (AkterError, psycopg.Error) as exc:

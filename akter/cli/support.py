@@ -42,10 +42,16 @@ from akter.errors import AkterError, ConfigurationError
 if TYPE_CHECKING:
     from akter.app import App
 
+# The exit codes of every ``akter`` command, defined here once.
+#: done, and the answer is yes: found, compatible, replays, acted on
 EXIT_OK = 0
+#: done, and the answer is no: nothing found or matched, incompatible, diverged, refused
 EXIT_FAILURE = 1
+#: the command could not run as typed: a bad flag, APP, URL or database (``fail``)
 EXIT_USAGE = 2
+#: an exception nobody expected: a bug in akter, with its traceback
 EXIT_INTERNAL = 3
+#: stopped by Ctrl-C (SIGINT)
 EXIT_INTERRUPTED = 130
 
 ENV_DATABASE_URL = "AKTER_DATABASE_URL"

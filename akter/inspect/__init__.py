@@ -20,7 +20,7 @@ The package, by concept: ``decode`` (stored values as shown), ``views`` (the rec
 from __future__ import annotations
 
 from akter.inspect.decode import Shown, decode_exit, decode_value
-from akter.inspect.limits import DEFAULT_LIMIT, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
+from akter.inspect.limits import DEFAULT_LIMIT
 from akter.inspect.read import connect, read_actor, read_events, read_execution
 from akter.inspect.render import jsonable, render_actor, render_execution, step_line, to_json, when
 from akter.inspect.views import (
@@ -35,9 +35,6 @@ from akter.inspect.views import (
 
 __all__ = [
     "DEFAULT_LIMIT",
-    "EXIT_NOT_FOUND",
-    "EXIT_OK",
-    "EXIT_USAGE",
     "ActorView",
     "EventView",
     "ExecutionSummary",

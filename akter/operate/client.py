@@ -1,15 +1,23 @@
-"""The operator's methods of a workflow client (``app.client()``) and of its blocking facade
-(``app.sync_client()``): find, show, interrupt, retry, pause, resume, resolve. ``OperatorClient`` and
-``SyncOperatorClient`` are what ``akter.App`` hands out: the workflow layer's clients with these
-methods mixed in from above. The actions are sent as the client's caller."""
+"""The public clients: ``akter.Client`` (``app.client()``), ``akter.SyncClient``
+(``app.sync_client()``) and ``akter.ActorHandle`` (``client.actor(...)``).
+
+Each layer adds its half by inheritance, and only the top class carries the public name: the
+kernel's ``KernelClient`` sends commands, queries and subscribes (``akter.actor.client``); the
+workflow layer's ``WorkflowClient`` starts and re-attaches to executions and holds the schedules
+(``akter.workflow.run``); this module mixes in the operator's methods — find, show, interrupt,
+retry, pause, resume, resolve — which are sent as the client's caller. So a user who annotates
+``client: akter.Client`` gets every method ``app.client()``'s client has."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator
-from typing import Any, Final
+from typing import Any, Final, TypeVar
+
+import psycopg
 
 from akter import codec, tagged
+from akter.actor.declare import Actor
 from akter.actor.sender import Sender
 from akter.callers import Caller
 from akter.errors import InvalidExecutionId, InvalidInput, InvalidResolution
@@ -27,7 +35,9 @@ from akter.operate.query import (
     read_page,
 )
 from akter.operate.timeline import Timeline, read_timeline
-from akter.workflow.run import SyncWorkflowClient, WorkflowClient
+from akter.workflow.run import SyncWorkflowClient, WorkflowActorHandle, WorkflowClient
+
+S = TypeVar("S")
 
 #: ``resolve(result=...)`` not given
 _UNSET: Final[Any] = object()
@@ -268,9 +278,28 @@ class SyncOperations:
         return loop.run(client.resolve(execution_id, **decision))  # type: ignore[no-any-return]
 
 
-class OperatorClient(Operations, WorkflowClient):
-    """``app.client()``: sends, starts and re-attaches to executions, and operates on them."""
+class ActorHandle(WorkflowActorHandle[S]):
+    """One actor of one tenant, as one caller sees it (``client.actor(Type, id, tenant=...)``):
+    ``send`` and ``send_record`` a command, ``query``, ``events`` and ``wait_for`` its events,
+    ``start`` a workflow member and ``run`` one by execution id."""
 
 
-class SyncOperatorClient(SyncOperations, SyncWorkflowClient):
-    """``app.sync_client()``: the same, blocking."""
+class Client(Operations, WorkflowClient):
+    """``app.client()``: sends commands, starts and re-attaches to executions, manages
+    schedules, and operates on executions. Never constructed by hand: the App hands it out."""
+
+    def actor(
+        self, actor: Actor[S], actor_id: str, *, tenant: str, caller: Caller | None = None
+    ) -> ActorHandle[S]:
+        made = super().actor(actor, actor_id, tenant=tenant, caller=caller)
+        return ActorHandle(self.sender, self.results, made.actor, made.ref, made.caller)
+
+
+class SyncClient(SyncOperations, SyncWorkflowClient):
+    """``app.sync_client()``: the same as ``Client``, blocking, for code without an event loop."""
+
+    def with_connection(self, conn: psycopg.Connection[Any]) -> SyncClient:
+        """A ``SyncClient`` whose sends and starts are written inside ``conn``'s transaction,
+        which the application owns, in the calling thread (``akter.actor.joined``)."""
+        joined = super().with_connection(conn)
+        return SyncClient(joined._loop, joined._client, joined._writes)

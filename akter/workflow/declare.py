@@ -90,7 +90,8 @@ def _error_problems(errors: Sequence[type[Exception]]) -> list[str]:
 @attrs.frozen
 class Backoff:
     """Delay before attempt ``n + 1`` after attempt ``n`` failed: ``base * factor ** (n - 1)``,
-    at most ``cap`` — the longest wait between two attempts, however many there are."""
+    at most ``cap`` — the longest wait between two attempts, however many there are. Built by
+    ``Retry.exponential`` and ``Retry.constant``; not a public name of its own."""
 
     base: timedelta = timedelta(0)
     factor: float = 2.0
@@ -124,14 +125,6 @@ class Backoff:
         if (attempt - 1) * math.log(self.factor) >= math.log(self.cap / self.base):
             return self.cap
         return min(self.base * (self.factor ** (attempt - 1)), self.cap)
-
-
-def exponential(base: timedelta, factor: float = 2.0, cap: timedelta = timedelta(minutes=10)) -> Backoff:
-    return Backoff(base=base, factor=factor, cap=cap)
-
-
-def constant(delay: timedelta) -> Backoff:
-    return Backoff(base=delay, factor=1.0, cap=delay)
 
 
 #: what ``Retry(times=None)`` waits between attempts unless told: 1 s, doubling, at most 10 min
@@ -168,16 +161,36 @@ class Retry:
             )
         if not isinstance(self.backoff, Backoff):
             problems.append(
-                f"backoff must be an akter.Backoff (exponential(...), constant(...)), got {self.backoff!r}"
+                "backoff must be a Backoff (akter.Retry.exponential(...) or akter.Retry.constant(...) "
+                f"build one), got {self.backoff!r}"
             )
         elif self.times is None and self.backoff.base <= timedelta(0):
             problems.append(
                 "unlimited retries need a backoff with a positive base, e.g. "
-                "akter.exponential(timedelta(seconds=1)): without one a failing activity is retried "
-                "without pause, forever"
+                "akter.Retry.exponential(timedelta(seconds=1), times=None): without one a failing "
+                "activity is retried without pause, forever"
             )
         if problems:
             raise DeclarationError(f"Retry(times={self.times!r}, backoff={self.backoff!r})", problems)
+
+    @classmethod
+    def exponential(
+        cls,
+        base: timedelta,
+        *,
+        times: int | None,
+        factor: float = 2.0,
+        cap: timedelta = timedelta(minutes=10),
+    ) -> Retry:
+        """``times`` attempts, attempt ``n + 1`` ``base * factor ** (n - 1)`` after attempt ``n``
+        failed, never more than ``cap`` apart: ``akter.Retry.exponential(timedelta(seconds=1),
+        times=5)``."""
+        return cls(times=times, backoff=Backoff(base=base, factor=factor, cap=cap))
+
+    @classmethod
+    def constant(cls, delay: timedelta, *, times: int | None) -> Retry:
+        """``times`` attempts, each ``delay`` after the last failed."""
+        return cls(times=times, backoff=Backoff(base=delay, factor=1.0, cap=delay))
 
     def exhausted(self, attempt: int) -> bool:
         """Whether attempt ``attempt`` was the last this policy allows."""

@@ -30,7 +30,7 @@ from psycopg.rows import dict_row
 from returns.result import Result
 
 from akter import codec
-from akter.actor.client import ActorHandle, Client, SyncActorHandle, SyncClient, _Portal
+from akter.actor.client import KernelActorHandle, KernelClient, KernelSyncClient, SyncActorHandle, _Portal
 from akter.actor.declare import Actor, Command
 from akter.actor.joined import Inline, JoinedSender, check_connection
 from akter.callers import Anonymous, Caller
@@ -218,7 +218,7 @@ class Run(Generic[O]):
         await self._sender.send(self._eid.owner, command, payload, cid, self.caller)
 
 
-class WorkflowActorHandle(ActorHandle[S]):
+class WorkflowActorHandle(KernelActorHandle[S]):
     """An actor handle that can also start and find workflow executions."""
 
     def __init__(
@@ -280,7 +280,7 @@ class WorkflowActorHandle(ActorHandle[S]):
         return Run(self._sender, self._results, workflow, eid, caller=self.caller)
 
 
-class WorkflowClient(Client):
+class WorkflowClient(KernelClient):
     """The client ``app.client()`` returns: sends commands, starts and re-attaches to executions."""
 
     def __init__(self, sender: Sender, results: Listener, caller: Caller | None = None) -> None:
@@ -340,7 +340,7 @@ class SyncWorkflowActorHandle(SyncActorHandle[S]):
     ``poll()`` and ``result()``, queries, subscriptions) runs on the engine and reads committed
     data."""
 
-    def __init__(self, loop: _Portal, handle: ActorHandle[S], writes: Portal | None = None) -> None:
+    def __init__(self, loop: _Portal, handle: KernelActorHandle[S], writes: Portal | None = None) -> None:
         super().__init__(loop, handle)
         self._writes = loop if writes is None else writes
 
@@ -370,10 +370,10 @@ class SyncWorkflowActorHandle(SyncActorHandle[S]):
         return handle
 
 
-class SyncWorkflowClient(SyncClient):
+class SyncWorkflowClient(KernelSyncClient):
     """``WorkflowClient``, blocking; ``writes`` as for ``SyncWorkflowActorHandle``."""
 
-    def __init__(self, loop: _Portal, client: Client, writes: Portal | None = None) -> None:
+    def __init__(self, loop: _Portal, client: KernelClient, writes: Portal | None = None) -> None:
         super().__init__(loop, client)
         self._writes = loop if writes is None else writes
 

@@ -92,7 +92,7 @@ reserve = Ship.activity(
     "reserve",
     success=Reservation,
     errors=[OutOfStock],
-    retry=akter.Retry(times=3, backoff=akter.constant(timedelta(0))),
+    retry=akter.Retry.constant(timedelta(0), times=3),
 )
 release = Ship.activity("release")
 cool_off = Ship.sleep("cool-off")

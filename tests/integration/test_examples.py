@@ -17,6 +17,7 @@ from returns.result import Failure, Result, Success
 
 import akter
 from akter import codec, testing
+from akter.outbox.relay import Relay
 from examples import approval, fulfilment, saga
 from tests.integration.conftest import Peek
 from tests.integration.workflow_support import quiet
@@ -35,7 +36,7 @@ def failure_of(result: Result[Any, Exception]) -> Exception:
 
 
 @pytest.fixture
-async def travel(database_url: str) -> AsyncIterator[tuple[akter.App, akter.Relay, Any]]:
+async def travel(database_url: str) -> AsyncIterator[tuple[akter.App, Relay, Any]]:
     saga.desk.reset()
     app = saga.make_app(database_url)
     async with app.relay() as relay, app.client() as client:
@@ -131,7 +132,7 @@ async def test_saga_retries_the_charge_a_minute_later_on_the_database_clock(
 
 
 @pytest.fixture
-async def reports(database_url: str) -> AsyncIterator[tuple[akter.App, akter.Relay, Any]]:
+async def reports(database_url: str) -> AsyncIterator[tuple[akter.App, Relay, Any]]:
     approval.mailer.sent.clear()
     app = approval.make_app(database_url)
     async with app.relay() as relay, app.client(akter.User("sam")) as client:

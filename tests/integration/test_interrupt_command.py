@@ -15,6 +15,7 @@ from returns.result import Failure
 
 import akter
 from akter import testing
+from akter.errors import CommandConflict
 from akter.ids import ActorRef, ExecutionId
 from akter.workflow.commands import Interrupt
 from tests.integration.conftest import Peek
@@ -115,7 +116,7 @@ async def test_an_interrupt_is_a_receipted_turn_recorded_with_who_asked(env: Any
     assert await interrupt_receipts(peek) == [(cid, "user:ops-1")]
     # the same id for another execution is a conflict, as for any command
     other = await client.actor(Desk, "d1", tenant="acme").start(Chore, Task("other"))
-    with pytest.raises(akter.CommandConflict):
+    with pytest.raises(CommandConflict):
         await as_caller(client, other, OPS).interrupt(command_id=cid)
     # interrupting a finished execution succeeds and changes nothing
     await as_caller(client, run, akter.User("ops-2")).interrupt()

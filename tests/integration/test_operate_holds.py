@@ -21,6 +21,7 @@ from returns.result import Failure, Success
 
 import akter
 from akter import testing
+from akter.errors import ExecutionNotResolvable, InvalidResolution
 from akter.outbox.relay import Relay
 from tests.apps import attend, flows
 from tests.apps.flows import Book, Done, Flows, Job, Settle
@@ -121,9 +122,9 @@ async def test_an_unknown_outcome_needs_attention_and_an_operator_supplies_the_r
     assert "expired" in row.waiting
 
     # a value of the wrong type is refused and changes nothing
-    with pytest.raises(akter.InvalidResolution, match="ledger"):
+    with pytest.raises(InvalidResolution, match="ledger"):
         await env.client.resolve(eid, result="two")
-    with pytest.raises(akter.InvalidResolution, match="not an error"):
+    with pytest.raises(InvalidResolution, match="not an error"):
         await env.client.resolve(eid, error=ValueError("nope"))
     assert await status_of(peek, eid) == "needs_attention"
 
@@ -210,7 +211,7 @@ async def test_resolve_and_interrupt_at_once_exactly_one_wins(
     [interrupted] = await interrupting
     assert sorted([resolved.done, interrupted.done]) == [False, True]
     loser = interrupted if resolved.done else resolved
-    assert isinstance(loser.error, akter.ExecutionNotResolvable), loser
+    assert isinstance(loser.error, ExecutionNotResolvable), loser
     outcome = await env.client.run(Settle, eid, tenant="acme").result(timeout=60)
     if resolved.done:
         assert outcome == Success(Done("ledger 7; principal User(subject='ann'); tenant acme"))

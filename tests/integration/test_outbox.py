@@ -14,8 +14,10 @@ from returns.result import Failure, Success
 
 import akter
 from akter import testing
+from akter.errors import InvalidTimerKey
+from akter.ids import CommandId
 from akter.outbox.ownership import ALL_BUCKETS, wanted
-from akter.outbox.relay import RelaySettings
+from akter.outbox.relay import Relay, RelaySettings
 from tests.apps import relay_app
 from tests.apps.relay_app import Ping, Receiver, Sender, Stage, receive, stage
 from tests.integration.conftest import Peek
@@ -40,7 +42,7 @@ async def app(database_url: str) -> AsyncIterator[akter.App]:
     await app.close()
 
 
-async def _idle(relay: akter.Relay) -> None:
+async def _idle(relay: Relay) -> None:
     async with asyncio.timeout(20):
         await relay.idle()
 
@@ -65,7 +67,7 @@ async def test_a_committed_intent_is_delivered_once_as_a_system_command(app: akt
         "SELECT command_id, command, caller_key, failed FROM actor_receipts WHERE actor_type = 'Receiver'"
     ) == [(intent_id, "receive", "system:actor", False)]
     assert await peek.count("actor_outbox") == 0
-    cid = akter.CommandId.parse(intent_id)
+    cid = CommandId.parse(intent_id)
     # the id is a command id issued on the sender's clock and valid for the retry window
     assert cid.expires_ms - cid.issued_ms == 24 * 3600 * 1000
 
@@ -280,8 +282,8 @@ async def test_bad_sends_fail_in_the_handler_and_stage_nothing(app: akter.App, p
         handle = client.actor(Bad, "b", tenant="acme")
         for command, cause in [
             (foreign, akter.InvalidInput),
-            (reserved, akter.InvalidTimerKey),
-            (oversized, akter.InvalidTimerKey),
+            (reserved, InvalidTimerKey),
+            (oversized, InvalidTimerKey),
             (both, akter.InvalidInput),
         ]:
             with pytest.raises(akter.Defect) as info:

@@ -21,7 +21,7 @@ from akter.cli import main
 from akter.ids import ExecutionId
 from akter.inspect import read_actor, read_execution, render_actor, render_execution
 from akter.outbox import admin
-from akter.outbox.relay import RelaySettings
+from akter.outbox.relay import Relay, RelaySettings
 from tests.apps import relay_app, shop
 from tests.apps.relay_app import Sender, Stage, stage
 from tests.integration.conftest import Peek
@@ -48,7 +48,7 @@ async def app(database_url: str) -> AsyncIterator[akter.App]:
     await app.close()
 
 
-async def _idle(relay: akter.Relay) -> None:
+async def _idle(relay: Relay) -> None:
     async with asyncio.timeout(20):
         await relay.idle()
 
@@ -60,7 +60,7 @@ async def _outbox(peek: Peek) -> list[tuple[Any, ...]]:
     )
 
 
-async def _run_out_of_attempts(relay: akter.Relay, clock: testing.Clock, peek: Peek) -> None:
+async def _run_out_of_attempts(relay: Relay, clock: testing.Clock, peek: Peek) -> None:
     """Deliver until the row is parked, moving the clock past each back-off."""
     for attempt in range(1, MAX + 1):
         await _idle(relay)
@@ -69,7 +69,7 @@ async def _run_out_of_attempts(relay: akter.Relay, clock: testing.Clock, peek: P
         await clock.advance(timedelta(minutes=10))
 
 
-async def _run_out_of_attempts_from(relay: akter.Relay, clock: testing.Clock, peek: Peek, first: int) -> None:
+async def _run_out_of_attempts_from(relay: Relay, clock: testing.Clock, peek: Peek, first: int) -> None:
     """Like ``_run_out_of_attempts`` for a row at ``first - 1`` attempts: each one falls due first."""
     for attempt in range(first, MAX + 1):
         await clock.advance(timedelta(minutes=10))

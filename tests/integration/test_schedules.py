@@ -15,6 +15,7 @@ from click.testing import CliRunner
 import akter
 from akter import testing
 from akter.cli import main
+from akter.errors import UnknownSchedule
 from akter.workflow.schedules import slot_key, slot_nonce
 from tests.apps.jobs import Jobs, JobsState, Nightly, Ran, RunReport, make_app, run_report
 from tests.integration.conftest import Peek
@@ -149,7 +150,7 @@ async def test_pause_trigger_resume_and_delete_at_run_time(
         await client.schedules.delete("acme", "hourly")
         assert await client.schedules.list() == []
         assert await peek.count("actor_outbox") == 0
-        with pytest.raises(akter.UnknownSchedule):
+        with pytest.raises(UnknownSchedule):
             await client.schedules.pause("acme", "hourly")
         await clock.set(datetime(2026, 1, 1, 5, 30, tzinfo=UTC))
         await relay.idle()

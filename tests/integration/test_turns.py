@@ -16,6 +16,7 @@ from returns.result import Failure, Result, Success
 
 import akter
 from akter import codec, testing
+from akter.errors import CommandConflict, InternalCommand, InvalidActorId, InvalidCommandId, TurnClosed
 from tests.apps import counter
 from tests.apps.counter import (
     Add,
@@ -156,9 +157,9 @@ async def test_conflicting_payload_or_command_is_refused(database_url: str, peek
         handle = client.actor(Counter, "c1", tenant="acme")
         cid = client.new_command_id()
         await handle.send(add, Add(1), command_id=cid)
-        with pytest.raises(akter.CommandConflict, match="another payload"):
+        with pytest.raises(CommandConflict, match="another payload"):
             await handle.send(add, Add(2), command_id=cid)
-        with pytest.raises(akter.CommandConflict, match="'add'"):
+        with pytest.raises(CommandConflict, match="'add'"):
             await handle.send(add_at_most_10, Add(1), command_id=cid)
     assert counter.RUNS["add"] == 1
     assert await peek.count("actor_receipts") == 1
@@ -194,7 +195,7 @@ async def test_access_policy_refuses_before_anything_is_written(database_url: st
 
 async def test_internal_command_from_a_user_writes_nothing(database_url: str, peek: Peek) -> None:
     async with make_app(database_url).client(caller=akter.User("alice")) as client:
-        with pytest.raises(akter.InternalCommand):
+        with pytest.raises(InternalCommand):
             await client.actor(Counter, "c1", tenant="acme").send(reset, Add(0))
         system = client.actor(Counter, "c1", tenant="acme", caller=akter.System("test"))
         assert await system.send(reset, Add(3)) == Success(None)
@@ -254,11 +255,11 @@ async def test_corrupt_state_row_is_a_typed_error_and_the_bytes_are_kept(
 @pytest.mark.parametrize(
     ("actor_id", "tenant", "error"),
     [
-        ("", "acme", akter.InvalidActorId),
-        ("x" * 513, "acme", akter.InvalidActorId),
-        ("é" * 257, "acme", akter.InvalidActorId),
-        ("ok", "", akter.InvalidActorId),
-        ("nul\x00", "acme", akter.InvalidActorId),
+        ("", "acme", InvalidActorId),
+        ("x" * 513, "acme", InvalidActorId),
+        ("é" * 257, "acme", InvalidActorId),
+        ("ok", "", InvalidActorId),
+        ("nul\x00", "acme", InvalidActorId),
     ],
 )
 async def test_malformed_actor_ids_are_typed_errors(
@@ -276,7 +277,7 @@ async def test_malformed_actor_ids_are_typed_errors(
 )
 async def test_malformed_command_ids_are_typed_errors(database_url: str, peek: Peek, bad: str) -> None:
     async with make_app(database_url).client() as client:
-        with pytest.raises(akter.InvalidCommandId):
+        with pytest.raises(InvalidCommandId):
             await client.actor(Counter, "c1", tenant="acme").send(add, Add(1), command_id=bad)
     assert await peek.count("actor_generations") == 0
 
@@ -387,9 +388,9 @@ async def test_turn_capabilities_end_with_the_turn(database_url: str) -> None:
 
     async with akter.App([Leaky], database_url=database_url).client() as client:
         await client.actor(Leaky, "l", tenant="acme").send(keep, Add(1))
-    with pytest.raises(akter.TurnClosed):
+    with pytest.raises(TurnClosed):
         leaked[0].emit(Added(amount=1, total=1))
-    with pytest.raises(akter.TurnClosed):
+    with pytest.raises(TurnClosed):
         leaked[0].state = CounterState()
 
 

@@ -42,7 +42,7 @@ Errs = akter.Actor("Errs", state=Empty)
 Stubborn = Errs.workflow("Stubborn", input=Job, output=Seen)
 # no limit on attempts; the shortest pause, so the test does not wait out a real backoff
 flaky = Stubborn.activity(
-    "flaky", success=Seen, retry=akter.Retry(times=None, backoff=akter.constant(timedelta(milliseconds=1)))
+    "flaky", success=Seen, retry=akter.Retry.constant(timedelta(milliseconds=1), times=None)
 )
 Blank = Errs.workflow("Blank", input=Empty, output=Seen)
 blank = Blank.activity("blank", success=Seen)

@@ -9,6 +9,7 @@ import pytest
 from returns.result import Failure, Success
 
 import akter
+from akter.errors import EffectDefect, InvalidExecutionKey
 from akter.ids import ExecutionId
 from tests.apps import flows
 from tests.apps.flows import Book, Broken, Done, Flows, Job, Racing
@@ -40,7 +41,7 @@ async def test_a_body_that_leaves_the_effect_world_fails_with_effect_defect(
     run = await client.actor(Flows, "f1", tenant="acme").start(Broken, Job(name))
     result = await run.result(timeout=60)
     assert isinstance(result, Failure), result
-    assert isinstance(result.failure(), akter.Defect | akter.EffectDefect)
+    assert isinstance(result.failure(), akter.Defect | EffectDefect)
     assert message in str(result.failure())
     assert (await run.poll()).outcome == "defect"
     assert "from body" not in flows.CALLS  # nothing was sent from the body
@@ -62,7 +63,7 @@ async def test_a_healthy_body_of_the_same_workflow_succeeds(env: Any) -> None:
 
 async def test_oversized_key_is_refused_with_its_byte_count(database_url: str, peek: Peek) -> None:
     async with shop_app(database_url).client() as client:
-        with pytest.raises(akter.InvalidExecutionKey) as info:
+        with pytest.raises(InvalidExecutionKey) as info:
             await client.actor(Shop, "s1", tenant="acme").start(Ship, Order(id="é" * 129))
     assert info.value.size == 258
     assert await peek.count("actor_workflow_executions") == 0

@@ -15,6 +15,7 @@ import akter
 from akter.errors import CompensationFailed, EffectDefect, Interrupted
 from akter.ids import ActorRef
 from akter.workflow.context import WorkflowContext
+from akter.workflow.declare import Backoff
 from akter.workflow.driver import (
     FINISH_SCOPE,
     AwaitEvent,
@@ -267,14 +268,14 @@ def test_a_first_run_in_any_completion_order_replays_exactly_in_a_fresh_driver(n
     assert replay.final == first.final
 
 
-def _retrying(times: int, backoff: akter.Backoff) -> akter.ActivityStep[Any]:
+def _retrying(times: int, backoff: Backoff) -> akter.ActivityStep[Any]:
     actor = akter.Actor("RetryPolicy", state=S)
     wf = actor.workflow("W", input=In)
     return wf.activity("a", retry=akter.Retry(times=times, backoff=backoff))
 
 
 def test_the_retry_policy_is_decided_from_the_recorded_exit_alone() -> None:
-    step = _retrying(3, akter.Backoff(base=timedelta(seconds=1), factor=2.0, cap=timedelta(seconds=3)))
+    step = _retrying(3, Backoff(base=timedelta(seconds=1), factor=2.0, cap=timedelta(seconds=3)))
     defect = {"defect": {"type": "ValueError", "message": "boom"}}
     now = 1_000_000
     # attempts 1 and 2 failed: the next is due after the backoff, capped
@@ -296,7 +297,7 @@ def test_the_retry_policy_is_decided_from_the_recorded_exit_alone() -> None:
 def test_a_retry_is_due_within_the_backoff_cap_and_only_while_attempts_remain(
     times: int, attempt: int
 ) -> None:
-    step = _retrying(times, akter.Backoff(base=timedelta(milliseconds=10), cap=timedelta(seconds=1)))
+    step = _retrying(times, Backoff(base=timedelta(milliseconds=10), cap=timedelta(seconds=1)))
     due = retry_at_ms(step, attempt, {"defect": {"type": "E", "message": ""}}, now_ms=0, interrupting=False)
     if attempt >= times:
         assert due is None

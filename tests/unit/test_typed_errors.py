@@ -15,6 +15,7 @@ from returns.result import Failure
 
 import akter
 from akter.workflow import exits
+from akter.workflow.declare import Backoff
 from akter.workflow.driver import retry_at_ms
 
 ROOT = Path(__file__).parents[2]
@@ -68,7 +69,7 @@ def test_unlimited_retries_are_declared_with_times_none_and_never_run_out() -> N
 
 
 def test_the_backoff_reaches_its_cap_and_stays_there_for_any_attempt() -> None:
-    backoff = akter.exponential(timedelta(seconds=1), cap=timedelta(minutes=5))
+    backoff = akter.Retry.exponential(timedelta(seconds=1), times=None, cap=timedelta(minutes=5)).backoff
     assert backoff.delay(1) == timedelta(seconds=1)
     assert backoff.delay(3) == timedelta(seconds=4)
     assert backoff.delay(2_000) == timedelta(minutes=5)  # 2.0 ** 1999 overflows a float
@@ -94,15 +95,15 @@ def test_a_bad_attempt_count_is_a_declaration_error_saying_what_to_pass(times: A
 
 def test_a_bad_backoff_is_a_declaration_error_listing_every_problem() -> None:
     with pytest.raises(akter.DeclarationError) as info:
-        akter.Backoff(base=timedelta(seconds=-1), factor=0.5, cap=timedelta(seconds=-2))
+        Backoff(base=timedelta(seconds=-1), factor=0.5, cap=timedelta(seconds=-2))
     assert [p.split()[0] for p in info.value.problems] == ["base", "factor", "cap"]
     with pytest.raises(akter.DeclarationError, match="cap must be at least base"):
-        akter.exponential(timedelta(minutes=5), cap=timedelta(minutes=1))
+        akter.Retry.exponential(timedelta(minutes=5), times=3, cap=timedelta(minutes=1))
     with pytest.raises(akter.DeclarationError, match="base must be a non-negative timedelta"):
-        akter.constant(5)  # type: ignore[arg-type]  # wrong on purpose
+        akter.Retry.constant(5, times=3)  # type: ignore[arg-type]  # wrong on purpose
     with pytest.raises(akter.DeclarationError, match="factor must be a finite number"):
-        akter.exponential(timedelta(seconds=1), factor=float("inf"))
-    with pytest.raises(akter.DeclarationError, match=r"backoff must be an akter\.Backoff"):
+        akter.Retry.exponential(timedelta(seconds=1), times=3, factor=float("inf"))
+    with pytest.raises(akter.DeclarationError, match=r"backoff must be a Backoff \(akter\.Retry"):
         akter.Retry(times=3, backoff=timedelta(seconds=1))  # type: ignore[arg-type]  # wrong on purpose
 
 
@@ -180,9 +181,9 @@ def test_benchmarks_and_docs_name_no_absolute_checkout_path() -> None:
 
 def test_an_unlimited_retry_always_pauses_between_attempts() -> None:
     # by default: 1 s, doubling, at most 10 min
-    assert akter.Retry(times=None).backoff == akter.exponential(
-        timedelta(seconds=1), cap=timedelta(minutes=10)
+    assert akter.Retry(times=None) == akter.Retry.exponential(
+        timedelta(seconds=1), times=None, cap=timedelta(minutes=10)
     )
-    assert akter.Retry(times=3).backoff == akter.Backoff()  # a limited one keeps its default
+    assert akter.Retry(times=3).backoff == Backoff()  # a limited one keeps its default
     with pytest.raises(akter.DeclarationError, match="unlimited retries need a backoff with a positive base"):
-        akter.Retry(times=None, backoff=akter.constant(timedelta(0)))
+        akter.Retry.constant(timedelta(0), times=None)
