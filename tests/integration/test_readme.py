@@ -1,4 +1,5 @@
-"""The README's worked example must keep working: it is executed here, with the clock jumped."""
+"""The README's worked example must keep working: it is executed here, with the clock jumped; so
+are its loop example and the synchronous application of docs/running.md, on the example's actors."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from akter import testing
 from tests.integration.workflow_support import quiet
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+RUNNING = README.parent / "docs" / "running.md"
 
 
 def _example() -> types.ModuleType:
@@ -86,11 +88,11 @@ def test_the_sync_section_serves_views_from_a_started_engine(
 ) -> None:
     ex = _example()
     ex.app = akter.App([ex.Shop], database_url=database_url)
-    block = re.search(r"\*\*Django, Flask.*?```python\n(.*?)```", README.read_text(), re.S)
-    assert block is not None, "the README lost its Django/Flask example"
+    block = re.search(r"\*\*Django, Flask.*?```python\n(.*?)```", RUNNING.read_text(), re.S)
+    assert block is not None, "docs/running.md lost its Django/Flask example"
     closers: list[Any] = []
     monkeypatch.setattr(atexit, "register", closers.append)
-    exec(compile(block.group(1), str(README), "exec"), ex.__dict__)
+    exec(compile(block.group(1), str(RUNNING), "exec"), ex.__dict__)
     try:
         outcomes = set()
         threads = [
@@ -105,3 +107,37 @@ def test_the_sync_section_serves_views_from_a_started_engine(
     finally:
         assert closers == [ex.app.close_sync]
         ex.app.close_sync()
+
+
+def _anchor(heading: str) -> str:
+    """A heading's anchor as GitHub spells it: lower case, punctuation dropped, spaces as '-'."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    prose = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+    return {_anchor(line.lstrip("#")) for line in prose.splitlines() if line.startswith("#")}
+
+
+def test_every_link_of_the_readme_and_the_docs_leads_somewhere() -> None:
+    root = README.parent
+    pages = [README, *sorted(root.glob("docs/*.md")), *sorted(root.glob("benchmarks/results/*.md"))]
+    broken = []
+    for page in pages:
+        prose = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", prose):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            if not dest.exists() or (anchor and dest.suffix == ".md" and anchor not in _anchors(dest)):
+                broken.append(f"{page.relative_to(root)}: {target}")
+    assert broken == []
+
+
+def test_the_readme_reaches_its_guarantees_before_line_150() -> None:
+    lines = README.read_text().splitlines()
+    headings = [n for n, line in enumerate(lines, 1) if line.startswith("## ")]
+    at = {lines[n - 1]: n for n in headings}
+    assert at["## Quick start"] < at["## A worked example"] < at["## What akter guarantees"] <= 150
+    assert len(lines) <= 450
