@@ -176,13 +176,18 @@ def _akter_class(name: str, home: types.ModuleType) -> type | None:
     (for names it imports only for type checking) in every loaded akter module."""
     found = getattr(home, name, None)
     if isinstance(found, type):
-        return found if found.__module__.startswith("akter") else None
+        return found if found.__module__.startswith("akter") and not _is_protocol(found) else None
     for module in list(sys.modules.values()):
         if getattr(module, "__name__", "").startswith("akter"):
             found = getattr(module, name, None)
-            if isinstance(found, type) and found.__module__.startswith("akter"):
+            if isinstance(found, type) and found.__module__.startswith("akter") and not _is_protocol(found):
                 return found
     return None
+
+
+def _is_protocol(cls: type) -> bool:
+    """A protocol (``akter.actor._types``) is met by shape: it names no class a user must make."""
+    return bool(getattr(cls, "_is_protocol", False))
 
 
 def test_no_exported_class_needs_an_internal_type_to_be_constructed() -> None:

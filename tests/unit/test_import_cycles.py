@@ -14,10 +14,8 @@ import pytest
 
 WORKFLOW_CYCLE = frozenset(
     {
-        "akter.workflow.adopt",
         "akter.workflow.children",
         "akter.workflow.commands",
-        "akter.workflow.compat",
         "akter.workflow.context",
         "akter.workflow.continue_as_new",
         "akter.workflow.deadline",
@@ -25,17 +23,11 @@ WORKFLOW_CYCLE = frozenset(
         "akter.workflow.determinism",
         "akter.workflow.driver",
         "akter.workflow.effects",
-        "akter.workflow.finish",
         "akter.workflow.holds",
-        "akter.workflow.hook",
         "akter.workflow.key_policy",
         "akter.workflow.manifest",
-        "akter.workflow.manifest_store",
-        "akter.workflow.passes",
-        "akter.workflow.prefix",
-        "akter.workflow.runner",
+        "akter.workflow.outcomes",
         "akter.workflow.schedules",
-        "akter.workflow.waiting",
     }
 )
 
