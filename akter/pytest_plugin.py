@@ -100,9 +100,10 @@ def admin_url(pytestconfig: pytest.Config) -> str:
 def template_database(admin_url: str) -> str:
     """The name of a database holding the migrated schema, for ``CREATE DATABASE ... TEMPLATE``.
 
-    It is built under a temporary name and renamed when complete, so a pytest process running
-    in parallel either sees the finished template or builds its own copy and discards it; it
-    never copies a half-migrated one. Nothing stays connected to it (copying needs that).
+    It is built under a temporary name and renamed when complete, so nobody copies a
+    half-migrated one, and one process at a time builds it (an advisory lock named after the
+    template): pytest-xdist's workers, or runs started side by side, wait for the first builder
+    and use its template. Nothing stays connected to it (copying needs that).
     """
     from akter.store.database import with_database
     from akter.store.migrate import migrate, schema_checksum
@@ -111,6 +112,10 @@ def template_database(admin_url: str) -> str:
     with _admin(admin_url) as conn:
         if _exists(conn, name):
             return name
+        # a session lock: released when this connection closes, even if the build fails
+        conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", [name])
+        if _exists(conn, name):
+            return name  # built by whoever held the lock before us
         building = f"{name}_build_{uuid.uuid4().hex[:8]}"
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(building)))
         try:
@@ -121,7 +126,7 @@ def template_database(admin_url: str) -> str:
                 )
             )
         except psycopg.errors.DuplicateDatabase:
-            pass  # a parallel run finished first; its template is as good as ours
+            pass  # built meanwhile by a process that takes no lock (an older akter); as good as ours
         finally:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(building)))
     return name

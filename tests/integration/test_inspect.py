@@ -49,12 +49,14 @@ async def stored(database_url: str) -> Stored:
         first = demo.Order("order-1", warehouse.actor_id, demo.SKU, qty=2, amount_cents=5000)
         paid = await orders.start(demo.Fulfil, first)
         await orders.send(demo.pay, demo.Pay(order="order-1", amount_cents=5000))
-        assert isinstance(await paid.result(timeout=20), Success)
+        await quiet(app, relay)  # order-1 reserved its stock and cools off, its payment stored
         second = demo.Order("order-2", warehouse.actor_id, demo.SKU, qty=1, amount_cents=2500)
         waiting = await orders.start(demo.Fulfil, second)
         await quiet(app, relay)
+        # past the cool-off on the database clock: order-1 ships, order-2 waits for its payment
         await testing.Clock(database_url).advance(demo.COOL_OFF * 2)
         await quiet(app, relay)
+        assert isinstance(await paid.result(timeout=20), Success)
         assert (await waiting.poll()).status == "suspended"
     return Stored(database_url, shop, warehouse, paid.execution_id, waiting.execution_id)
 

@@ -22,6 +22,7 @@ from tests.apps import counter, shop
 from tests.apps.counter import Add, Counter, add
 from tests.apps.shop import Order, Pay, Ship, Shipped, Shop, pay
 from tests.integration.conftest import Peek
+from tests.integration.workflow_support import until
 
 BACKENDS = (
     "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
@@ -30,7 +31,7 @@ BACKENDS = (
 
 async def _no_backends_left(peek: Peek) -> None:
     """A closed pool's backends leave pg_stat_activity a moment after the client hung up."""
-    await _until(lambda: _backends_are(peek, 0))
+    await until(lambda: _backends_are(peek, 0), bool, "no backend left")
 
 
 async def _backends_are(peek: Peek, n: int) -> bool:
@@ -184,15 +185,6 @@ async def _listener_backends(peek: Peek) -> list[int]:
     return [pid for (pid,) in rows]
 
 
-async def _until(predicate: Any) -> None:
-    """Poll the server's view (pg_stat_activity has no notification to wait on), for 30 s."""
-    for _ in range(1500):
-        if await predicate():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"{predicate} never held")
-
-
 @pytest.mark.parametrize(
     "finish", ["after the reconnect", "while the listener is down", "after every connection was lost"]
 )
@@ -213,7 +205,7 @@ async def test_result_keeps_waiting_across_a_lost_listener(
         # the listener counts a connection once it listens on it; its backend shows up in
         # pg_stat_activity a moment before that
         assert await listener.listening(30)
-        await _until(lambda: _has_listener(peek))
+        await until(lambda: _has_listener(peek), bool, "a listener connected")
         (pid,) = await _listener_backends(peek)
         assert listener.connects == 1  # one connection for every waiter
         if finish == "after every connection was lost":
@@ -225,7 +217,7 @@ async def test_result_keeps_waiting_across_a_lost_listener(
         else:
             await peek.value("SELECT pg_terminate_backend(%s)", pid)
         if finish == "after the reconnect":
-            await _until(lambda: _listener_moved(peek, pid))
+            await until(lambda: _listener_moved(peek, pid), bool, "the listener reconnected")
         for i in range(3):
             await handle.send(pay, Pay(order=f"o{i}", amount=i))
         if finish == "after every connection was lost":

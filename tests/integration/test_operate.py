@@ -1,22 +1,20 @@
 """Operating executions (``akter.operate``, ``akter executions``): find them, show one as a
 timeline, interrupt them, retry them — through the client API and through the ``akter`` command
-in a real subprocess, asserting what the operator sees and what a second connection reads.
+as an operator types it, asserting what the operator sees and what a second connection reads.
 
-The desk (``tests.apps.desk``) runs with its relay in this process; the commands are separate
-processes that commit their turns and leave the passes to that relay, as an operator's shell
-would beside a deployment.
+The desk (``tests.apps.desk``) runs with its relay in this process; the commands commit their
+turns and leave the passes to that relay, as an operator's shell would beside a deployment. They
+run through click's runner in this process (``tests.integration.cli_support``); the first
+listing, and the command run as a revoked user, are real processes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -27,10 +25,10 @@ import akter
 from akter.ids import ActorRef, ExecutionId
 from akter.outbox.relay import Relay
 from tests.apps import desk
+from tests.integration.cli_support import akter_cli, akter_in_process
 from tests.integration.conftest import Peek
 from tests.integration.workflow_support import quiet
 
-ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.apps.desk:app"
 MODES = {"sleeper": "sleep", "waiter": "wait", "failer": "fail", "broken": "defect", "done": "ok"}
 KEYS = tuple(MODES)
@@ -65,21 +63,16 @@ async def desk_jobs(database_url: str) -> AsyncIterator[Desk]:
         yield Desk(database_url, app, relay, client, ids, other.execution_id)
 
 
-def akter_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "akter.cli", *args],
-        env={**os.environ, "PYTHONPATH": str(ROOT), "AKTER_LOG_LEVEL": "warning", **(env or {})},
-        cwd=ROOT, capture_output=True, text=True, timeout=90, check=False,
-    )  # fmt: skip
-
-
 async def executions(
-    d: Desk, *args: str, env: dict[str, str] | None = None
+    d: Desk, *args: str, env: dict[str, str] | None = None, process: bool = False
 ) -> subprocess.CompletedProcess[str]:
+    """``akter executions COMMAND APP ARGS --database-url URL``: in this process, or as a real
+    one with ``process`` (the family's smoke test) or with an ``env`` of its own."""
     command, *rest = args
-    return await asyncio.to_thread(
-        akter_cli, "executions", command, APP, *rest, "--database-url", d.url, env=env
-    )
+    line = ("executions", command, APP, *rest, "--database-url", d.url)
+    if process or env:
+        return await asyncio.to_thread(akter_cli, *line, env=env)
+    return await akter_in_process(*line)
 
 
 # ---- find ---------------------------------------------------------------------------------------
@@ -169,7 +162,7 @@ async def test_the_sync_client_finds_the_same_executions(desk_jobs: Desk) -> Non
 
 async def test_list_and_counts_commands(desk_jobs: Desk) -> None:
     d = desk_jobs
-    text = await executions(d, "list", "--tenant", "acme", "--status", "suspended")
+    text = await executions(d, "list", "--tenant", "acme", "--status", "suspended", process=True)
     assert text.returncode == 0, text.stderr
     lines = text.stdout.splitlines()
     assert lines[0] == "2 executions, newest first"

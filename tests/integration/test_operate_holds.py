@@ -1,7 +1,8 @@
 """Executions that rest until a person acts (``akter.workflow.holds``): an activity whose outcome
 is unknown needs attention and an operator resolves it; a consecutive-failure cap stops a
-crash loop; pause and resume. Through the client API and through ``akter executions`` in a real
-process, asserting what a second connection reads and what the receiver recorded.
+crash loop; pause and resume. Through the client API and through ``akter executions`` (click's
+runner in this process: ``tests.integration.cli_support``), asserting what a second connection
+reads and what the receiver recorded.
 
 An unknown outcome is made as it happens in production: the activity's commands landed, its
 runner lost the actor before it settled the attempt (another activation fenced it out), and the
@@ -25,8 +26,8 @@ from akter.errors import ExecutionNotResolvable, InvalidResolution
 from akter.outbox.relay import Relay
 from tests.apps import attend, flows
 from tests.apps.flows import Book, Done, Flows, Job, Settle
+from tests.integration.cli_support import akter_in_process
 from tests.integration.conftest import Peek
-from tests.integration.test_operate import akter_cli
 from tests.integration.workflow_support import quiet, until
 
 APP = "tests.apps.flows:app"
@@ -57,7 +58,7 @@ async def env(database_url: str) -> AsyncIterator[Env]:
 
 
 async def cli(url: str, command: str, *args: str, app: str = APP) -> Any:
-    return await asyncio.to_thread(akter_cli, "executions", command, app, *args, "--database-url", url)
+    return await akter_in_process("executions", command, app, *args, "--database-url", url)
 
 
 async def status_of(peek: Peek, execution_id: str) -> str:

@@ -5,9 +5,9 @@ found under the spelling ``counts`` prints; an action by filter goes on past an 
 cannot act on and sums up; JSON is absolute and its errors are JSON; an export is the same file
 twice.
 
-Each runs the real ``akter`` command in a subprocess (the page: ``akter ui`` on a free port)
-against a real database, beside the desk (``tests.apps.desk``) started in this process; an
-argument no shell can pass (a NUL) goes through click's runner instead."""
+Each runs the ``akter`` command line through click's runner in this process
+(``tests.integration.cli_support``; the page: ``akter ui`` as a real process on a free port)
+against a real database, beside the desk (``tests.apps.desk``) started in this process."""
 
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ from akter.errors import InvalidInput
 from akter.ids import ActorRef, ExecutionId
 from akter.operate.query import ExecutionFilter
 from tests.apps import desk, flows
+from tests.integration.cli_support import akter_in_process
 from tests.integration.conftest import Peek
-from tests.integration.test_operate import akter_cli
 from tests.integration.ui_support import serving_ui
 from tests.integration.workflow_support import quiet
 
@@ -63,7 +63,7 @@ async def stored(database_url: str) -> AsyncIterator[Stored]:
 
 async def run(s: Stored, *args: str, app: str = APP) -> subprocess.CompletedProcess[str]:
     command, *rest = args
-    return await asyncio.to_thread(akter_cli, "executions", command, app, *rest, "--database-url", s.url)
+    return await akter_in_process("executions", command, app, *rest, "--database-url", s.url)
 
 
 # ---- resume of a finished execution -------------------------------------------------------------
@@ -287,9 +287,7 @@ async def test_json_carries_absolute_times_so_two_reads_of_an_unchanged_executio
     # text is for people: there, how far away it is
     assert "(in 23h" in (await run(stored, "list", "--key-prefix", "sleeper")).stdout
     inspected = [
-        await asyncio.to_thread(
-            akter_cli, "inspect", "execution", APP, sleeper, "--json", "--database-url", stored.url
-        )
+        await akter_in_process("inspect", "execution", APP, sleeper, "--json", "--database-url", stored.url)
         for _ in range(2)
     ]
     assert inspected[0].returncode == 0, inspected[0].stderr
@@ -311,8 +309,8 @@ async def test_errors_under_json_are_json(stored: Stored) -> None:
     bad_app = await run(stored, "list", "--json", app="tests.apps.nowhere:app")
     assert bad_app.returncode == 2
     assert json.loads(bad_app.stdout)["error"]["type"] == "ConfigurationError"
-    inspected = await asyncio.to_thread(
-        akter_cli, "inspect", "execution", APP, gone, "--json", "--database-url", stored.url
+    inspected = await akter_in_process(
+        "inspect", "execution", APP, gone, "--json", "--database-url", stored.url
     )
     assert inspected.returncode == 1
     assert json.loads(inspected.stdout)["error"]["type"] == "NotFound"

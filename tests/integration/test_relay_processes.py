@@ -9,9 +9,8 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
 
 import pytest
 
@@ -20,6 +19,7 @@ from akter.outbox.ownership import wanted
 from tests.apps.relay_app import Sender, Stage, make_app, stage
 from tests.apps.relay_procs import ROOT, TEST_SETTINGS, RelayProcess
 from tests.integration.conftest import Peek
+from tests.integration.workflow_support import until
 
 pytestmark = pytest.mark.slow
 
@@ -42,22 +42,6 @@ def relays() -> Iterator[list[RelayProcess]]:
     yield started
     for proc in started:
         proc.close()
-
-
-async def _until(
-    probe: Callable[[], Awaitable[Any]], done: Callable[[Any], bool], within: float = 20.0, why: str = ""
-) -> Any:
-    """Wait for an observable condition in the database (ownership moved, the outbox drained):
-    a barrier on state the test cannot hook in another process. Polls; never orders by time."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + within
-    while True:
-        value = await probe()
-        if done(value):
-            return value
-        if loop.time() > end:
-            raise AssertionError(f"{why or 'condition'} not reached in {within}s (last value {value!r})")
-        await asyncio.sleep(0.02)
 
 
 def _start(relays: list[RelayProcess], url: str, **kwargs: str) -> RelayProcess:
@@ -109,7 +93,7 @@ async def test_relay_killed_before_the_delete_redelivers_once_after_the_lease(
     assert await peek.rows("SELECT attempts, due_at > akter_now() FROM actor_outbox") == [(1, True)]
     await clock.advance(timedelta(seconds=31))  # past the claim lease
     second = _start(relays, database_url)
-    await _until(lambda: peek.count("actor_outbox"), lambda n: n == 0, why="redelivery")
+    await until(lambda: peek.count("actor_outbox"), lambda n: n == 0, why="redelivery")
     assert await peek.value(RECEIPTS) == 1
     assert await peek.value("SELECT count(*) FROM actor_receipts WHERE failed") == 1
     assert second.terminate() == 0, second.output()
@@ -125,7 +109,7 @@ async def test_receiver_killed_before_commit_is_delivered_again_and_commits_once
     assert await peek.value("SELECT attempts FROM actor_outbox") == 1
     await clock.advance(timedelta(seconds=31))
     second = _start(relays, database_url)
-    await _until(lambda: peek.count("actor_outbox"), lambda n: n == 0, why="redelivery")
+    await until(lambda: peek.count("actor_outbox"), lambda n: n == 0, why="redelivery")
     assert await peek.value(RECEIPTS) == 1
     assert await peek.value("SELECT event_seq FROM actor_generations WHERE actor_type = 'Receiver'") == 1
     assert second.terminate() == 0, second.output()
@@ -135,7 +119,7 @@ async def test_sigterm_releases_every_bucket_and_exits_0(
     database_url: str, peek: Peek, relays: list[RelayProcess]
 ) -> None:
     proc = _start(relays, database_url)
-    await _until(lambda: peek.value(OWNED), lambda n: n == 256, why="ownership")
+    await until(lambda: peek.value(OWNED), lambda n: n == 256, why="ownership")
     assert proc.terminate() == 0, proc.output()
     assert await peek.value("SELECT count(*) FROM akter_relay_buckets WHERE owner IS NOT NULL") == 0
     assert await peek.count("akter_relay_members") == 0
@@ -151,7 +135,7 @@ async def test_three_relays_a_kill_and_a_join_deliver_every_intent_exactly_once(
     async def live_owners() -> int:
         return int(await peek.value(OWNED.replace("count(*)", "count(DISTINCT owner)")))
 
-    await _until(live_owners, lambda n: n == 3, why="three owners")
+    await until(live_owners, lambda n: n == 3, why="three owners")
     total = 240
     orders = [(f"s{i % 40}", Stage(target=f"r{(i * 7) % 40}", n=i)) for i in range(total)]
     async with make_app(database_url).client() as client:
@@ -165,11 +149,11 @@ async def test_three_relays_a_kill_and_a_join_deliver_every_intent_exactly_once(
                 assert trio[0].kill() == -signal.SIGKILL
             if start == 160:
                 joiner = _start(relays, database_url, **settings)
-    await _until(lambda: peek.count("actor_outbox"), lambda n: n == 0, within=30, why="outbox drained")
+    await until(lambda: peek.count("actor_outbox"), lambda n: n == 0, within=30, why="outbox drained")
     # Every bucket ends up owned by the live process rendezvous hashing gives it — the joiner
     # included, with its fair share. While the hand-over runs, buckets the old owners released
     # are owned by nobody until the joiner's next heartbeat: the state is awaited, not sampled.
-    views = await _until(
+    views = await until(
         lambda: _ownership(peek),
         lambda v: v[:3] == (3, 256, 0),
         within=SETTLES_WITHIN,

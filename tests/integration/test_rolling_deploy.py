@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from tests.apps import depot
 from tests.apps.depot import Order
 from tests.apps.relay_procs import ROOT, TEST_SETTINGS
 from tests.integration.conftest import Peek
+from tests.integration.workflow_support import until
 
 pytestmark = pytest.mark.slow
 
@@ -73,21 +74,6 @@ def relays() -> Iterator[list[Relay]]:
     yield started
     for relay in started:
         relay.close()
-
-
-async def until(
-    probe: Callable[[], Awaitable[Any]], done: Callable[[Any], bool], why: str, within: float = 30
-) -> Any:
-    """Wait for an observable state of the database (a barrier on what other processes did)."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + within
-    while True:
-        value = await probe()
-        if done(value):
-            return value
-        if loop.time() > end:
-            raise AssertionError(f"{why}: not reached in {within}s (last value {value!r})")
-        await asyncio.sleep(0.05)
 
 
 def ship_of(variant: str) -> Any:

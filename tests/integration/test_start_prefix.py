@@ -425,7 +425,7 @@ async def test_a_refused_optimistic_start_runs_the_prefix_again_and_hands_over_o
 
 
 async def test_a_start_in_the_applications_transaction_goes_through_the_relay(
-    database_url: str, passes: list[str], prefixes: list[str], polls: list[str]
+    database_url: str, passes: list[str], prefixes: list[str]
 ) -> None:
     app = make_app(database_url)
     async with running(app) as (_, client):
@@ -433,7 +433,7 @@ async def test_a_start_in_the_applications_transaction_goes_through_the_relay(
             run = await client.with_connection(conn).actor(Desk, "d1", tenant="acme").start(Answer, Ask("ok"))
             await conn.commit()
         assert await run.result(timeout=30) == Success(Told("ok 0 0 Anonymous()"))
-    # no runner in a joined turn: nothing ran in it, the relay's pass finished it
+    # no runner in a joined turn: nothing ran in it, the relay's pass finished it (and handed the
+    # result to the waiting run, or the run read it: which first depends on how fast the pass is)
     assert prefixes == []
     assert passes == [run.execution_id]
-    assert polls != []

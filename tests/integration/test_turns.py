@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import traceback
-from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 import psycopg
@@ -33,8 +32,7 @@ from tests.apps.counter import (
     reset,
 )
 from tests.integration.conftest import Peek
-
-T = TypeVar("T")
+from tests.integration.workflow_support import until
 
 
 async def test_a_command_commits_state_event_and_receipt(database_url: str, peek: Peek) -> None:
@@ -311,7 +309,7 @@ async def test_concurrent_duplicate_deliveries_commit_once(database_url: str, pe
         await gate.reached()  # a holds the row lock on its connection, uncommitted
         b = asyncio.create_task(first.send_record(add, Add(1), command_id=cid))
         # b runs on a second pooled connection and blocks on the lock until a commits
-        await _until(
+        await until(
             lambda: peek.value(
                 "SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype IN ('transactionid','tuple')"
             ),
@@ -347,11 +345,11 @@ async def test_lock_timeout_is_retried_without_entering_the_handler(
             await rival.execute("SELECT 1 FROM actor_generations WHERE actor_id = 'c1' FOR UPDATE")
             with caplog.at_level(logging.INFO, logger="akter.turn"):
                 task = asyncio.create_task(handle.send(add, Add(1)))
-                await _until(lambda: _busy_retries(caplog), lambda n: n >= 2)
+                await until(lambda: _busy_retries(caplog), lambda n: n >= 2)
                 # at most one optimistic run before the lock, none while the rival holds the row
                 runs = counter.RUNS["add"]
                 assert runs in {1, 2}
-                await _until(lambda: _busy_retries(caplog), lambda n: n >= 4)
+                await until(lambda: _busy_retries(caplog), lambda n: n >= 4)
                 assert counter.RUNS["add"] == runs
                 # the rival's own turn-like write: events stay gap-free around it
                 await rival.commit()
@@ -413,17 +411,3 @@ def _failure(outcome: Result[Any, Exception]) -> tuple[object, ...]:
 
 async def _busy_retries(caplog: pytest.LogCaptureFixture) -> int:
     return sum("is busy" in r.getMessage() for r in caplog.records)
-
-
-async def _until(probe: Callable[[], Awaitable[T]], done: Callable[[T], bool], within: float = 10.0) -> T:
-    """Wait for an observable condition (a lock wait, a log line): a barrier on state the test
-    cannot hook directly. Polls; never used to order steps by elapsed time."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + within
-    while True:
-        value = await probe()
-        if done(value):
-            return value
-        if loop.time() > end:
-            raise AssertionError(f"condition not reached in {within}s (last value {value!r})")
-        await asyncio.sleep(0.005)

@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import psycopg
 import pytest
+import pytest_asyncio
 from returns.result import Success
 
 from akter import demo, testing
@@ -36,6 +38,9 @@ SEEN_WITHIN_MS = 20_000
 
 pytestmark = [
     pytest.mark.slow,
+    # one Chromium for the module (launching it costs seconds): Playwright's connection belongs
+    # to the event loop that launched it, so this module's tests and fixtures share one loop
+    pytest.mark.asyncio(loop_scope="module"),
     pytest.mark.skipif(
         shutil.which(CHROMIUM) is None,
         reason=f"no Chromium at {CHROMIUM}: install Debian's chromium (apt-get install chromium) to run the"
@@ -55,7 +60,14 @@ class Stored:
     overdue: str
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="module")
+async def peek(database_url: str) -> AsyncIterator[Peek]:
+    """The conftest's second connection, opened on this module's loop."""
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        yield Peek(conn)
+
+
+@pytest_asyncio.fixture(loop_scope="module")
 async def stored(database_url: str) -> Stored:
     shop = ActorRef("demo", demo.DemoShop.name, "shop-1")
     app = demo.make_app(database_url)
@@ -64,15 +76,16 @@ async def stored(database_url: str) -> Stored:
         first = demo.Order("order-1", "warehouse-1", demo.SKU, qty=2, amount_cents=5000)
         shipped = await orders.start(demo.Fulfil, first)
         await orders.send(demo.pay, demo.Pay(order="order-1", amount_cents=5000))
-        assert isinstance(await shipped.result(timeout=20), Success)
+        await quiet(app, relay)  # order-1 reserved its stock and cools off, its payment stored
         late = demo.Order("order-3", "warehouse-1", demo.SKU, qty=1, amount_cents=100, payment_window_s=1)
         overdue = await orders.start(demo.Fulfil, late)
         second = demo.Order("order-2", "warehouse-1", demo.SKU, qty=1, amount_cents=2500)
         waiting = await orders.start(demo.Fulfil, second)
         await quiet(app, relay)
         clock = testing.Clock(database_url)
-        await clock.advance(demo.COOL_OFF * 2)  # past the cool-off: both orders wait for payment
+        await clock.advance(demo.COOL_OFF * 2)  # past the cool-off: order-1 ships, the others wait
         await quiet(app, relay)
+        assert isinstance(await shipped.result(timeout=20), Success)
         await clock.advance(timedelta(seconds=2))  # past order-3's payment window
         await quiet(app, relay)
         assert (await overdue.poll()).status == "finished"
@@ -87,16 +100,27 @@ def page_url(stored: Stored) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture
-async def browser() -> AsyncIterator[Any]:
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def chromium() -> AsyncIterator[Any]:
+    """The headless Chromium every test of this module opens its pages in."""
     async with playwright_api.async_playwright() as pw:
-        chromium = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        launched = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
         try:
-            page = await chromium.new_page(viewport={"width": 1300, "height": 900})
-            page.set_default_timeout(SEEN_WITHIN_MS)
-            yield page
+            yield launched
         finally:
-            await chromium.close()
+            await launched.close()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def browser(chromium: Any) -> AsyncIterator[Any]:
+    """A page in a context of its own (no cookies, storage or history from another test)."""
+    context = await chromium.new_context(viewport={"width": 1300, "height": 900})
+    try:
+        page = await context.new_page()
+        page.set_default_timeout(SEEN_WITHIN_MS)
+        yield page
+    finally:
+        await context.close()
 
 
 async def screenshot(page: Any, name: str) -> None:
@@ -267,9 +291,10 @@ async def test_a_value_that_does_not_decode_is_shown_with_its_stored_json(
     await screenshot(page, "undecodable")
 
 
-def test_a_bind_beyond_loopback_is_refused_without_the_flag(stored: Stored) -> None:
+async def test_a_bind_beyond_loopback_is_refused_without_the_flag(database_url: str) -> None:
     env = {k: v for k, v in os.environ.items() if k != "AKTER_DATABASE_URL"}
-    done = subprocess.run(
+    done = await asyncio.to_thread(
+        subprocess.run,
         [
             sys.executable,
             "-m",
@@ -277,7 +302,7 @@ def test_a_bind_beyond_loopback_is_refused_without_the_flag(stored: Stored) -> N
             "ui",
             "akter.demo:app",
             "--database-url",
-            stored.url,
+            database_url,
             "--host",
             "0.0.0.0",
         ],

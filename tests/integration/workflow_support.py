@@ -25,15 +25,23 @@ async def quiet(app: akter.App, relay: Relay, within: float = 60) -> None:
     assert app.workflow_runner.quiet()
 
 
-async def until(probe: Callable[[], Awaitable[Any]], done: Callable[[Any], bool], within: float = 60) -> Any:
-    """Wait for a condition a test can only observe (a row settled, a status). It polls; it
-    never orders steps by elapsed time."""
-    async with asyncio.timeout(within):
-        while True:
-            value = await probe()
-            if done(value):
-                return value
-            await asyncio.sleep(0.01)
+async def until(
+    probe: Callable[[], Awaitable[Any]], done: Callable[[Any], bool], why: str = "", within: float = 60
+) -> Any:
+    """Wait for a condition a test can only observe (a row settled, a lock wait, a log line, a
+    relay in another process taking buckets): a barrier on state the test cannot hook. It polls
+    ``probe`` until ``done`` holds of its value and returns that value; it never orders steps by
+    elapsed time. ``within`` bounds the wait only so that a broken engine fails the test, naming
+    ``why`` and the last value seen, instead of hanging it."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + within
+    while True:
+        value = await probe()
+        if done(value):
+            return value
+        if loop.time() > end:
+            raise AssertionError(f"{why or 'condition'} not reached in {within}s (last value {value!r})")
+        await asyncio.sleep(0.01)
 
 
 @contextmanager
