@@ -10,7 +10,7 @@
    interrupt) preempts the wait and the pass goes on.
 5. When every branch is parked until a time at most ``tuning.hold_ms`` away (a short sleep, a
    retry's backoff), wait for it in the pass; the recovery timer stays armed should the process die.
-   Otherwise suspend through one lock-first function (``sql/005``): it settles
+   Otherwise suspend through one lock-first function (``sql/functions/akter_wf_suspend.sql``): it settles
    abandoned branches' waits, re-checks interrupts and unscanned events after the row lock is
    held, and arms the timer at the earliest due time, or deletes it; when the body is done,
    record the result, settle leftovers and delete the timer the same way.
@@ -376,7 +376,7 @@ class Pass:
                 self.writes += started is True
                 return started
             case RecordNow(key=key):
-                # a zero clock: its due time is the database clock the statement read (sql/010)
+                # a zero clock: its due time is the database clock the statement read (akter_wf_record)
                 await self._record(_record_params("clock", key, after_ms=0))
                 return True
         raise AssertionError(need)  # pragma: no cover
