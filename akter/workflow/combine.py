@@ -8,7 +8,7 @@ its own. The combiner sends them together instead: one call of ``akter_wf_begin_
 the boundaries that are ready, one transaction, one commit, one result row per boundary.
 
 **No added latency.** A boundary is sent at once when fewer than ``most`` combined writes are in
-flight (``EngineTuning.combine_most``: one, measured best in docs/performance-workflows.md);
+flight (``EngineTuning.combine_most``: one, measured best in docs/performance.md);
 otherwise it waits for one of them to return and goes with every boundary that became ready
 meanwhile. There is no timer: a lone pass's write is sent the moment it is asked for.
 
