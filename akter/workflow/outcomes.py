@@ -19,8 +19,8 @@ harmless, only an open row settles. Nothing outside the pass acts on an outcome 
 write committed: the next attempt's work starts only once ``begin`` returned.
 
 The pass's collaborators (waits: ``waiting.py``; children: ``children.py``) write through the
-same carrier and return a ``Served`` to the pass: what the need came to and whether a row
-changed. None of them takes the pass itself.
+same carrier and return to the pass what the need came to — a wait a ``Served`` (with whether a
+row changed and the event it consumed), a child True or None. None of them takes the pass itself.
 """
 
 from __future__ import annotations
