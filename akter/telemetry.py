@@ -188,7 +188,7 @@ def _outcome_of(exit_: Any) -> str:
 
 
 def traced_turn(fn: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R]]:
-    """For the kernel's ``run_turn(conn, command, ref, payload, command_id, caller, options)``."""
+    """For ``akter.actor.drive.run_turn(conn, command, ref, payload, command_id, caller, options)``."""
 
     @functools.wraps(fn)
     async def run(*args: P.args, **kwargs: P.kwargs) -> R:

@@ -5,8 +5,8 @@ waits. An ``App`` builds its workflow hook and runner with ``app.tuning`` (``Eng
 each keeps the record it was given, and a runner's passes read their runner's. A test that needs
 a shorter period replaces the record of the part it exercises with ``attrs.evolve`` (e.g.
 ``app.workflow_runner.tuning``) rather than patching a module constant.
-(The actor cache's clock bounds, ``akter.actor.cache.BEHIND_MS`` and ``ABSENT_BACKOFF``, belong
-to the turn and stay there.)
+(The optimistic turn's bounds — the clock estimate's, ``akter.store.session.BEHIND_MS``, and the
+actor cache's ``akter.actor.cache.ABSENT_BACKOFF`` — belong to the turn and stay there.)
 """
 
 from __future__ import annotations

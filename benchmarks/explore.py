@@ -13,7 +13,8 @@ exploration the boundaries found, the crash points run, the wall time and the ti
 finishes the execution in another; sleeps and the deadline are skipped on the database clock.
 
 ``--explorer PATH`` also measures another explorer module with the same ``explore`` function
-(``git show REV:akter/explore.py > /tmp/explore_rev.py``), to compare with an earlier version
+(``git show REV:akter/testing/_explore.py > /tmp/explore_rev.py``; ``REV:akter/explore.py`` for a
+revision before the ``akter.testing`` package), to compare with an earlier version
 on the same machine at the same time. The process's CPU seconds and the load average are
 recorded beside the wall times: on a shared machine the wall time says as much about the
 neighbours as about the explorer. Writes JSON.

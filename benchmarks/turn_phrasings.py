@@ -9,7 +9,7 @@ and commit), with fixed payloads so that only the phrasing differs:
 
 * ``floor``: the commit floor, one autocommit single-row INSERT (what a turn is compared with);
 * ``simple``: two simple-protocol batches with client-side binding, ``BEGIN; <load>`` and
-  ``<write>; COMMIT`` (the kernel before sql/004): the server parses and plans both every turn;
+  ``<write>; COMMIT`` (the kernel before its turn procedures): the server parses and plans both every turn;
 * ``pipeline``: psycopg pipeline mode with server-side prepared statements, BEGIN + load in one
   flush and write + COMMIT in a second;
 * ``prepared``: psycopg's prepared statements without a pipeline: four round trips;
@@ -17,7 +17,8 @@ and commit), with fixed payloads so that only the phrasing differs:
   ``EXECUTE write(...); COMMIT`` in two simple-protocol batches;
 * ``functions``: the same PL/pgSQL bodies as functions, ``BEGIN; SELECT * FROM load(...)`` and
   ``SELECT write(...); COMMIT`` (created in the benchmark database only);
-* ``procedures``: the PL/pgSQL procedures of sql/004, ``BEGIN; CALL akter_turn_load(...)`` and
+* ``procedures``: the kernel's PL/pgSQL procedures (``sql/functions/akter_turn_load_versioned.sql``,
+  ``akter_turn_write.sql``), ``BEGIN; CALL akter_turn_load_versioned(...)`` and
   ``CALL akter_turn_write(...); COMMIT``, as the kernel sends them.
 
 Variants run interleaved, one operation each in a shuffled order, every variant on its own
@@ -67,7 +68,7 @@ _KEY = (
     "routing_key = %(rk)s AND tenant = %(tenant)s AND actor_type = %(actor_type)s AND actor_id = %(actor_id)s"
 )
 
-# The statements of the kernel before sql/004: the lock and the read in one statement (with a
+# The statements of the kernel before its turn procedures: the lock and the read in one statement (with a
 # sub-select that tells whether another turn committed while this one waited for the lock) and
 # the write as one statement of CTEs.
 LOAD: LiteralString = """
@@ -221,7 +222,8 @@ async def execute(conn: Conn, key: dict[str, Any], command_id: str) -> None:
     await cur.execute(EXECUTE_WRITE + "; COMMIT", write_params(key, command_id, row[0]))
 
 
-# The bodies of sql/004 as functions: a set-returning load and a void write.
+# The bodies of the kernel's first turn procedures (today's are sql/functions/akter_turn_*.sql) as
+# functions: a set-returning load and a void write.
 FUNCTIONS = """
 CREATE FUNCTION bench_load(p_rk bigint, p_tenant text, p_actor_type text, p_actor_id text, p_command_id text)
 RETURNS TABLE (event_seq bigint, state bytea, command text, payload_hash bytea, caller_key text,

@@ -62,7 +62,7 @@ taken within a round, so a noisy neighbour on the machine moves both sides toget
   design).
 
 Prints the table and writes ``benchmarks/results/workflows.json``. See
-``docs/performance-workflows.md`` for the figures and what they mean.
+``docs/performance.md`` for the figures and what they mean.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What a process remembers of the actors it ran turns on, so that its next turn on one of them
-can be optimistic: one round trip instead of two (``drive.py``, ``sql/018_optimistic_turns.sql``).
+can be optimistic: one round trip instead of two (``drive.py``, ``sql/functions/akter_turn_check.sql``).
 
 An entry is what the last turn this process committed (or loaded) on an actor left: the actor's
 version, its event sequence and its stored state, exactly as stored. It is a guess, never the

@@ -16,9 +16,8 @@ and counting only where something changed:
    small query); one with no stored manifest has nothing to compare with (a first deploy);
 2. when the state type or its upgrades changed: ``STORED_SHAPES``, every stored manifest of
    those types, to look stored shapes up in, and ``STATE_SHAPES``, the stored states counted
-   per (actor type, shape) from the index on exactly those columns. Each shape with states is
-   judged; a state stored before shapes were recorded (shape NULL) is judged as the state of
-   the first manifest stored for its type;
+   per (actor type, shape) from the index on exactly those columns (every stored state carries
+   its shape: the column is NOT NULL). Each shape with states is judged;
 3. when an event type or a command payload changed: ``EVENTS`` (and ``OPEN_WAITS``, the
    pending waits of open executions on that event type) or ``INTENTS`` count the stored rows
    of exactly those tags and commands. A change no stored row uses is allowed.
@@ -320,13 +319,11 @@ async def _judge_states(
     if not types:
         return read
     known: dict[str, dict[str, Fingerprint]] = {}  # actor type -> shape -> fingerprint
-    first: dict[str, Fingerprint] = {}  # actor type -> the state of its first stored manifest
     for t, m in await (await conn.execute(STORED_SHAPES, {"types": types})).fetchall():
-        first.setdefault(t, m["state"])
         for fp in (m["state"], *m["upgrades"]):
             known.setdefault(t, {}).setdefault(shape(fp), fp)
     for t, digest, count in await (await conn.execute(STATE_SHAPES, {"types": types})).fetchall():
-        stored = first.get(t) if digest is None else known.get(t, {}).get(digest)
+        stored = known.get(t, {}).get(digest)
         if stored is None:
             message = f"stored in shape {digest[:12]}, which no stored manifest describes"
             problems = [Problem("state_shape_unknown", "state", message)]

@@ -3,10 +3,10 @@
 Declarations live at module level and are validated when made: one ``DeclarationError`` lists
 every problem at once (a missing annotation, a duplicate name, a state type that cannot be built
 empty, every field of a state, event, payload, result or error type the codec cannot store, by its
-path: ``Cart.total: complex ...``). Nothing here touches the database; ``kernel.py`` runs a
-declared command as a turn and ``client.py`` addresses declared actors. Workflow members are
-added from above: ``akter.Actor`` is the workflow layer's subclass of this ``Actor``
-(``akter.workflow.declare.Actor``), which this module never imports.
+path: ``Cart.total: complex ...``). Nothing here touches the database; ``drive.py`` runs a
+declared command as a turn (the sequence of ``plan.py``) and ``client.py`` addresses declared
+actors. Workflow members are added from above: ``akter.Actor`` is the workflow layer's subclass
+of this ``Actor`` (``akter.workflow.declare.Actor``), which this module never imports.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ Where each is checked, always before anything is written:
 - an **event** a turn emits (``event_json``): ``EventTooLarge``, and the turn rolls back;
 - an **activity's result** (``check_result``): ``ResultTooLarge``, recorded as the attempt's
   defect;
-- **state**: ``StateTooLarge``, in the kernel (``kernel._prepare_write``).
+- **state**: ``StateTooLarge``, in the turn plan (``plan.prepare_write``).
 
 This module imports nothing that imports the kernel: ``akter.actor.staged`` uses it.
 """

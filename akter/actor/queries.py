@@ -5,10 +5,9 @@ A turn is two round trips: ``BEGIN; CALL akter_turn_load_versioned(...)`` and
 ``CALL akter_turn_write(...); COMMIT``. Parameters are bound client-side (``AsyncClientCursor``),
 which is what lets one round trip carry two statements; PL/pgSQL prepares the statements inside
 the procedures once per session and soon reuses a generic plan, so the server does not re-plan
-them every turn. Every call
-names the routing key first, as every table's key starts with it. ``kernel.py`` decides what to
-send; this module only spells it. docs/performance.md compares this phrasing with the others
-measured.
+them every turn. Every call names the routing key first, as every table's key starts with it.
+``plan.py`` decides what to send and ``drive.py`` sends it; this module only spells it.
+docs/performance.md compares this phrasing with the others measured.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ still to come) or ``Nothing`` when ``timeout`` passes first.
 
 Both read the actor's events after a cursor (the last sequence they handed out) and then wait.
 What wakes them is the engine's one listener (``akter.store.listener``) on ``akter_events``: a
-row trigger (``sql/011``) notifies the actor's routing key when a turn that emitted events
-commits. The cursor, not the notification, is what makes them correct: a notification lost
+row trigger (``sql/functions/akter_events_notify.sql``) notifies the actor's routing key when a turn that
+emitted events commits. The cursor, not the notification, is what makes them correct: a notification lost
 while the listener reconnects, or a read that failed because PostgreSQL restarted, only means
 the next read (after a wake, a reconnect, or the ``POLL_FALLBACK`` interval) returns more
 events. Nothing is skipped and nothing repeats, because sequences are gap-free per actor and
@@ -46,7 +46,7 @@ E = TypeVar("E")
 
 log = logging.getLogger("akter.subscribe")
 
-#: the channel the trigger of ``sql/011`` notifies; the payload is an actor's routing key
+#: the channel ``sql/functions/akter_events_notify.sql`` notifies; the payload is an actor's routing key
 EVENTS_CHANNEL = "akter_events"
 #: seconds between reads of a subscriber that no notification woke
 POLL_FALLBACK = 1.0

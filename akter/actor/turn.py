@@ -1,6 +1,6 @@
 """The ``Turn``: what a command handler sees while its command is handled.
 
-A turn is one transaction under the actor's generation row lock (see ``kernel.py``). The handler
+A turn is one transaction under the actor's generation row lock (see ``plan.py``). The handler
 runs in memory between the load and the write: it reads and replaces ``turn.state``, emits
 events, and stages work for other layers (outbox intents, workflow starts) that commits with the
 turn or not at all. Every capability stops working when the turn ends, so a handler that leaks

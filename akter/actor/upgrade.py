@@ -16,7 +16,7 @@ decoded as that type and run through the chain from there; any other is decoded 
 type (the deploy check and an App starting its engine have made sure it reads:
 ``akter.actor.compat``). So decoding stays exact — a stored value is never read as a type it
 was not written as, nor filled in with defaults it was not checked for — and a successful turn
-writes the state back in the current shape (``kernel._prepare_write``), even when the handler
+writes the state back in the current shape (``plan.prepare_write``), even when the handler
 did not change it.
 
 An upgrade function that raises, or returns something other than the next type, is a

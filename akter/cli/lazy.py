@@ -4,7 +4,7 @@
 subcommand is named here by ``module:attribute`` with its one-line help, and its module is
 imported by ``get_command`` (click's "lazily loading subcommands" pattern). ``akter --help``
 lists the commands from the help kept here, so it imports none of them either;
-``tests/unit/test_cli_lazy.py`` pins that each line matches its command's own help.
+``tests/integration/test_cli_lazy.py`` pins that each line matches its command's own help.
 """
 
 from __future__ import annotations

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 import psycopg
 
 from akter.cli import support
 from akter.cli.support import fail, fail_with, one_line
 from akter.errors import AkterError, ConfigurationError
+
+if TYPE_CHECKING:
+    from akter.store.migrate import Migrated
 
 
 @click.command()
@@ -37,11 +42,33 @@ def migrate(database_url: str | None, reset: bool) -> None:
     try:
         if reset:
             drop_all(url)
-        applied = apply(url)
+        done = apply(url)
     except AkterError as exc:
         fail(one_line(exc))
     except psycopg.OperationalError as exc:
         fail_with(support.cannot_connect(exc, url))
     except psycopg.Error as exc:
         fail(f"migrating {describe(url)} failed: {one_line(exc)}")
-    click.echo(f"migrated {describe(url)}: applied {applied or 'nothing (already current)'}")
+    click.echo(f"migrated {describe(url)}: {report(done)}")
+
+
+def report(done: Migrated) -> str:
+    """What ``akter migrate`` changed, in one line: the migrations and routines it applied, the
+    routines it applied again (their file changed) and those it dropped (their file is gone) —
+    a few named, many counted, as when a fresh database gets every routine — or that nothing
+    needed doing."""
+    applied = [_listed("migration", [f"{v:03d}" for v in done.versions]), _listed("routine", done.routines)]
+    parts = [
+        ("applied " + ", ".join(p for p in applied if p)) if any(applied) else "",
+        "re-applied " + _listed("changed routine", done.reapplied) if done.reapplied else "",
+        "dropped " + _listed("routine", done.dropped) + " (no file)" if done.dropped else "",
+    ]
+    return "; ".join(p for p in parts if p) or "applied nothing (already current)"
+
+
+def _listed(noun: str, names: list[str], most: int = 5) -> str:
+    if not names:
+        return ""
+    if len(names) > most:
+        return f"{len(names)} {noun}s"
+    return f"{noun}{'s' if len(names) > 1 else ''} {', '.join(names)}"

@@ -1,6 +1,6 @@
 """A parent's children as ``akter inspect execution`` and the operate timeline show them.
 
-One read per execution: how many children it started (its ``child`` step rows, sql/016), how
+One read per execution: how many children it started (its ``child`` step rows), how
 many of them finished and how (from each child's own execution row, read by its routing key),
 and the parent it is a child of, if any. Read in the same snapshot as the rest of the view.
 """

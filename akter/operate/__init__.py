@@ -5,7 +5,7 @@ The Python API an operator's tools are built on, and the ``akter executions`` co
 
 * ``query``: ``ExecutionFilter``, newest-first pages behind a keyset cursor (``read_page``,
   ``iterate``) and counts by workflow and status (``read_counts``), served by the indexes of
-  ``sql/012``;
+  ``sql/001_schema.sql``;
 * ``timeline``: one execution's every step attempt, its timer and why it waits, built on the
   views of ``akter.inspect``;
 * ``actions``: interrupt (with a reason), retry, pause, resume and resolve (an execution that

@@ -38,10 +38,11 @@ GAUGES: dict[str, tuple[str, str]] = {
 }
 
 # Each read is served by an index, whatever the size of the history (EXPLAIN in
-# tests/integration/test_telemetry_gauges.py): open executions by the partial indexes of sql/003
-# and sql/012 (finished rows are not in them), blocked ones by sql/012's, parked intents by
-# sql/007's; the backlog by one bounded range of actor_outbox_due (bucket, due_at) per bucket,
-# stopped at ``cap`` rows, so a pile-up costs at most 256 * cap index entries.
+# tests/integration/test_telemetry_gauges.py): open executions by the partial indexes of
+# sql/001_schema.sql on open rows (finished rows are not in them), blocked ones by
+# actor_workflow_executions_blocked, parked intents by actor_outbox_parked; the backlog by one bounded
+# range of actor_outbox_due (bucket, due_at) per bucket, stopped at ``cap`` rows, so a pile-up costs at
+# most 256 * cap index entries.
 EXECUTIONS_BY_STATUS: LiteralString = (
     "SELECT status, count(*) FROM actor_workflow_executions WHERE status <> 'finished' GROUP BY status"
 )

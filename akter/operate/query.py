@@ -9,7 +9,7 @@ starts with an order number. ``ExecutionFilter`` says which; ``read_page`` retur
 is read; ``read_counts`` groups the matching executions by workflow, status and outcome.
 
 Every filter combination is a single statement over ``actor_workflow_executions`` that the
-indexes of ``sql/012`` serve with one index range, read backwards and stopped by the LIMIT
+indexes of ``sql/001_schema.sql`` serve with one index range, read backwards and stopped by the LIMIT
 (``tests/integration/test_operate_scale.py`` checks the plans on 100,000 executions). Only the
 rows of the page then look up their pending steps and timer, by primary key: the list never scans
 the step table.

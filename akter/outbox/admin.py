@@ -3,7 +3,8 @@
 The relay parks a row (``delivery.park_reason``) when its attempts reach ``max_attempts``, or at
 once when no retry can cure the refusal (an expired intent id). A parked row keeps everything it
 had — body, caller, attempts, ``last_error`` — plus ``parked_at`` and ``parked_reason``; its due
-time is a far-future sentinel (``sql/007``), so the relay's due scan never reads it again.
+time is a far-future sentinel (``sql/functions/akter_parked_due.sql``), so the relay's due scan never reads
+it again.
 
 Here, for operators and for the views that show them (``akter inspect parked``, the outbox and
 timer lines of ``akter inspect actor|execution``, ``run.poll().blocked_reason``):
@@ -72,8 +73,8 @@ SELECT {_COLUMNS}
  WHERE {queries.SENDER} AND intent_id = %(intent_id)s AND parked_at IS NOT NULL
    FOR UPDATE"""
 
-# Due now, attempts from zero; the sql/007 trigger clears parked_at and parked_reason as the due
-# time changes (set here too, so the statement says what it does).
+# Due now, attempts from zero; the trigger (sql/functions/akter_outbox_unpark.sql) clears parked_at
+# and parked_reason as the due time changes (set here too, so the statement says what it does).
 RETRY: LiteralString = f"""
 UPDATE actor_outbox
    SET due_at = akter_now(), attempts = 0, parked_at = NULL, parked_reason = NULL,

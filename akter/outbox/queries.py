@@ -134,8 +134,9 @@ WITH renewed AS (
     RETURNING bucket)
 SELECT pg_notify('akter_outbox', bucket::text) FROM renewed"""
 
-# Parked (sql/007): the relay gives up on the row. Its due time becomes the far-future sentinel,
-# so no due scan reads it again; anything that gives it a due time again un-parks it (a trigger).
+# Parked (sql/functions/akter_parked_due.sql): the relay gives up on the row. Its due time becomes the
+# far-future sentinel, so no due scan reads it again; anything that gives it a due time again un-parks it
+# (a trigger).
 PARK: LiteralString = f"""
 UPDATE actor_outbox
    SET due_at = akter_parked_due(), last_error = %(error)s, parked_at = akter_now(),

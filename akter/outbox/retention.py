@@ -6,7 +6,7 @@ read again. Every relay prunes the receipts of the buckets it owns (a receipt's 
 actor's, ``routing_key >> 56``), so an App without workflows prunes too and two relays never
 touch the same rows. Rows are locked with ``SKIP LOCKED``: a prune never waits for another
 prune, and a receipt some other transaction holds is taken next round. The scan goes through
-``actor_receipts_bucket_expiry`` (``sql/009``), one index descent per owned bucket.
+``actor_receipts_bucket_expiry`` (``sql/001_schema.sql``), one index descent per owned bucket.
 """
 
 from __future__ import annotations

@@ -120,6 +120,19 @@ class Routine:
     checksum: str
 
 
+@attrs.frozen
+class Migrated:
+    """What one ``migrate`` changed: the versioned migrations it applied (their versions, in
+    order); the routines it applied for the first time, those it applied again because their
+    file changed, and those it dropped because their file is gone (names, in name order). All
+    empty: the schema was current."""
+
+    versions: list[int] = attrs.field(factory=list)
+    routines: list[str] = attrs.field(factory=list)
+    reapplied: list[str] = attrs.field(factory=list)
+    dropped: list[str] = attrs.field(factory=list)
+
+
 def known_migrations() -> list[Migration]:
     """The versioned migrations this akter ships, in version order.
 
@@ -182,9 +195,8 @@ def schema_checksum() -> str:
     return hasher.hexdigest()
 
 
-def migrate(url: str) -> list[int]:
-    """Bring the database at ``url`` up to this akter's ``sql/``; the versions applied, in order
-    (routines applied are logged, not returned).
+def migrate(url: str) -> Migrated:
+    """Bring the database at ``url`` up to this akter's ``sql/``; what it applied and dropped.
 
     Raises ``SchemaTooNew`` when the database holds a version above the newest file, and
     ``SchemaError`` when a recorded checksum differs from its file or the database carries the
@@ -210,7 +222,7 @@ def migrate(url: str) -> list[int]:
         rows = conn.execute("SELECT version, name, checksum FROM akter_schema_migrations").fetchall()
         recorded = {version: (name, checksum) for version, name, checksum in rows}
         check_recorded(recorded, migrations)
-        applied: list[int] = []
+        done = Migrated()
         with conn.transaction():
             conn.execute(
                 """
@@ -227,6 +239,8 @@ def migrate(url: str) -> list[int]:
             for routine in routines:
                 if applied_routines.get(routine.name) != routine.checksum:
                     _apply_routine(conn, routine)
+                    fresh = routine.name not in applied_routines
+                    (done.routines if fresh else done.reapplied).append(routine.name)
             for migration in migrations:
                 if migration.version not in recorded:
                     _log.info("applying migration %03d_%s", migration.version, migration.name)
@@ -237,13 +251,14 @@ def migrate(url: str) -> list[int]:
                         "INSERT INTO akter_schema_migrations (version, name, checksum) VALUES (%s, %s, %s)",
                         [migration.version, migration.name, migration.checksum],
                     )
-                    applied.append(migration.version)
+                    done.versions.append(migration.version)
             shipped = {routine.name for routine in routines}
             for name in sorted(set(applied_routines) - shipped):
                 _log.info("dropping routine %s: this akter has no sql/functions/%s.sql", name, name)
                 _drop_routine(conn, name)
                 conn.execute("DELETE FROM akter_schema_routines WHERE name = %s", [name])
-    return applied
+                done.dropped.append(name)
+    return done
 
 
 def reset(url: str) -> None:

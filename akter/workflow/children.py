@@ -14,7 +14,8 @@ knows the child's result schema, invariant 7)::
 
 ``wf.start(Actor, actor_id, Workflow, input)`` finds the child step the parent declared for
 ``Workflow`` (``fulfil.start(actor_id, input)`` names it directly). How it travels (the SQL is
-``sql/016_child_executions.sql``):
+``sql/functions/akter_wf_start_child.sql``, ``akter_wf_child_finished.sql`` and
+``akter_wf_suspend_children.sql``):
 
 1. **Start** (``StartChild``, one occurrence of the child step): the parent's pass writes, in
    one fenced statement under the parent's lock, the child step row (pending, with the child's
@@ -32,8 +33,8 @@ knows the child's result schema, invariant 7)::
    child step row, with its next write. A suspension re-checks for finished children under the
    row lock (``akter_wf_suspend_children``), so a finish never slips between the pass's read and
    its suspension. Only the children a live branch awaits count there (``prefetch`` names them,
-   sql/024): a child started and not awaited yet, or awaited by a race's losing branch, lets its
-   parent rest (invariant 13), and a later await reads its result.
+   ``akter_wf_suspend_children``): a child started and not awaited yet, or awaited by a race's losing
+   branch, lets its parent rest (invariant 13), and a later await reads its result.
 
 The result is a ``returns.Result``: ``Success(output)``, or ``Failure`` of the child's declared
 error, ``Interrupted`` or a ``Defect`` — a child's failure never raises in the parent's body. It
@@ -288,8 +289,8 @@ START: LiteralString = (
     " %(trace)s)"
 )
 
-# the suspension of an execution that has children (sql/016, sql/024): the parameters of
-# queries.SUSPEND and the children the pass's live branches await (``awaited``)
+# the suspension of an execution that has children (sql/functions/akter_wf_suspend_children.sql): the
+# parameters of queries.SUSPEND and the children the pass's live branches await (``awaited``)
 SUSPEND: LiteralString = (
     "SELECT fenced, interrupt, unscanned FROM akter_wf_suspend_children("
     + _CHILD_ARGS
@@ -376,7 +377,7 @@ async def serve(
         result = child_results.get(need.handle.execution_id)
         if result is None:
             return None
-        # recorded in the driver now, written with the pass's next write (sql/010)
+        # recorded in the driver now, written with the pass's next write (outcomes.py)
         out.add((need.key, 1, result))
         driver.record(StepRow(need.key, 1, "child", codec.decode_primitive(result)))
         return True

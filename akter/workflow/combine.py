@@ -1,4 +1,5 @@
-"""Step boundaries of several passes, written in one round trip (``sql/023``).
+"""Step boundaries of several passes, written in one round trip
+(``sql/functions/akter_wf_begin_one.sql``, ``akter_wf_begin_many.sql``).
 
 An activity's step boundary (settle what the pass ran, write the next attempt pending) is one
 fenced statement per pass. With many executions in flight, several passes have one ready at the
@@ -7,7 +8,7 @@ its own. The combiner sends them together instead: one call of ``akter_wf_begin_
 the boundaries that are ready, one transaction, one commit, one result row per boundary.
 
 **No added latency.** A boundary is sent at once when fewer than ``most`` combined writes are in
-flight (``EngineTuning.combine_most``: one, measured best in docs/performance-workflows.md);
+flight (``EngineTuning.combine_most``: one, measured best in docs/performance.md);
 otherwise it waits for one of them to return and goes with every boundary that became ready
 meanwhile. There is no timer: a lone pass's write is sent the moment it is asked for.
 
@@ -46,14 +47,14 @@ from akter.store.sqlstate import is_connection_lost
 if TYPE_CHECKING:
     import psycopg_pool
 
-# One boundary with at most one settle, as scalars: a lone pass's usual write (sql/023).
+# One boundary with at most one settle, as scalars: a lone pass's usual write.
 BEGIN_ONE: LiteralString = (
     "SELECT fenced, settled, started_ms, exit FROM akter_wf_begin_one("
     "%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(generation)s, %(eid)s, %(bucket)s::smallint,"
     " %(settle_step)s, %(settle_scope)s, %(settle_occurrence)s, %(settle_attempt)s, %(settle_exit)s,"
     " %(step)s, %(scope)s, %(occurrence)s, %(attempt)s, %(recovery)s)"
 )
-# Every boundary ready at once, as one jsonb array (sql/023).
+# Every boundary ready at once, as one jsonb array.
 BEGIN_MANY: LiteralString = (
     "SELECT i, fenced, settled, started_ms, exit FROM akter_wf_begin_many(%(begins)s::jsonb)"
 )

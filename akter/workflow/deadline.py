@@ -1,8 +1,9 @@
 """Execution deadlines: ``start(..., timeout=)`` and a workflow's declared ``timeout``.
 
 Past its deadline an execution is interrupted — the path of ``run.interrupt()``
-(``commands.py``, ``sql/006``): its in-flight attempts settle, its compensations run, and its
-result is ``Failure(Interrupted(by="system:deadline", reason="deadline of ... passed"))``.
+(``commands.py``, ``sql/functions/akter_wf_interrupt.sql``): its in-flight attempts settle, its
+compensations run, and its result is
+``Failure(Interrupted(by="system:deadline", reason="deadline of ... passed"))``.
 
 The deadline is a keyed intent in the owner's outbox (timer key ``wfdl:<execution id>``), written
 by the start turn in its transaction, due at the start's database clock plus the timeout. It is
@@ -11,8 +12,8 @@ for it), and a relay that dies after claiming it leaves it to be claimed again. 
 the member's internal ``akter.wf.deadline:<workflow>``, so the actor's access policy (written for
 its users) never refuses it; its caller is ``System(source="deadline")`` acting for nobody, which
 is what ``interrupted_by`` records. A finish deletes it in the same transaction (a trigger,
-``sql/015``), so a finished execution leaves no intent behind; one delivered after the finish
-anyway would be a no-op, as any interrupt of a finished execution is.
+``sql/functions/akter_wf_deadline_finished.sql``), so a finished execution leaves no intent behind; one
+delivered after the finish anyway would be a no-op, as any interrupt of a finished execution is.
 
 The deadline bounds the execution, not a run: a ``continue_as_new`` keeps it (Temporal's
 execution timeout), while a new run started by a keyed start (``KeyReuse.NEW_RUN``) gets its own.

@@ -6,7 +6,7 @@ back the same on every replay. These helpers give the three things a body most o
 
 ``await wf.now()``
     The database clock at a recorded point: a built-in step (name ``@now``, kind ``clock``)
-    recorded by one fenced write (``akter_wf_record`` with a zero delay, ``sql/010``) whose due
+    recorded by one fenced write (``sql/functions/akter_wf_record.sql`` with a zero delay) whose due
     time is ``akter_now()`` as the statement read it; every replay resumes the body with that
     recorded time. It is an occurrence like any other (``@now#1``, ``@now#2`` in each branch), so
     a loop that reads the time once per iteration gets one row per iteration. ``@`` is not

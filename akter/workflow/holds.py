@@ -5,9 +5,9 @@ receipted, recorded with who asked), besides its interrupt and retry (``commands
 
 * ``akter.wf.pause:<Workflow>`` — a suspended execution is paused at once; a running one is
   flagged and its timer made due now, so its pass learns of it, lets its in-flight attempts
-  settle, starts nothing new and *holds* (``akter_wf_hold``, ``sql/014``). The first asker and
+  settle, starts nothing new and *holds* (``sql/functions/akter_wf_hold.sql``). The first asker and
   their reason are kept (``paused_by``, ``pause_reason``). An execution a pause was asked for is
-  never written suspended: a trigger makes it paused (``sql/014``).
+  never written suspended: a trigger makes it paused (``sql/functions/akter_wf_paused_status.sql``).
 * ``akter.wf.unpause:<Workflow>`` — clears the pause and makes the timer due now: the next pass
   replays and applies what came due meanwhile (a sleep that ended, an event after its cursor).
 * ``akter.wf.resolve:<Workflow>`` — an execution that needs attention is resolved: for an
@@ -362,7 +362,7 @@ async def interrupt_attention(  # noqa: PLR0917 -- as resolve, with the interrup
 
 _FENCED_ARGS = "%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(generation)s, %(eid)s"
 
-# Hold (sql/014), after settling what the pass ran.
+# Hold (sql/functions/akter_wf_hold.sql), after settling what the pass ran.
 HOLD: LiteralString = (
     "SELECT fenced, settled, interrupt, held FROM akter_wf_hold("
     + _FENCED_ARGS
@@ -371,7 +371,7 @@ HOLD: LiteralString = (
     " %(abandoned)s, %(status)s, %(reason)s, %(a_step)s, %(a_scope)s, %(a_occurrence)s, %(a_attempt)s)"
 )
 
-# A pass failed: counted with its error, under the fence (sql/014).
+# A pass failed: counted with its error, under the fence (sql/functions/akter_wf_pass_failed.sql).
 PASS_FAILED: LiteralString = (
     "SELECT fenced, failures, attention FROM akter_wf_pass_failed(" + _FENCED_ARGS + ", %(error)s, %(limit)s)"
 )

@@ -11,8 +11,8 @@ Inside the turn's transaction, under the owner's row lock:
 * a resume marks its execution running and turns its timer into a recovery timer — or, when no
   runner of this process owns the actor, makes it due now (below);
 * a start or resume handed to this process's runner takes the runner's *generation* of the actor
-  (``runner.py``) inside the turn, which holds the row lock already, when the runner holds none:
-  the pass then needs no activation commit of its own;
+  inside the turn, which holds the row lock already, when the runner holds none: the pass then
+  needs no activation commit of its own (who holds which generation: ``activation.py``);
 * an interrupt checks its execution id, flags the execution with who asked and makes its timer
   due now, with a ``NOTIFY`` (one that needs attention is resolved as interrupted);
 * a pause, unpause or resolution of an execution is applied by ``holds.py``;

@@ -19,9 +19,9 @@ finished               attaches (its result)     the workflow's ``key_reuse`` po
   idempotency key (an order id); another input under it is far more often a bug than a wish to
   run again, and refusing is the one answer that neither loses the new input nor the old result.
 * ``ATTACH``: the old behaviour, asked for explicitly — the start returns the finished execution.
-* ``NEW_RUN``: the execution starts again under the same id as a new run (``sql/015``,
-  ``akter_wf_new_run``): the finished run is kept as a run record with its outcome, and handles
-  on the id follow the new run.
+* ``NEW_RUN``: the execution starts again under the same id as a new run
+  (``sql/functions/akter_wf_new_run.sql``): the finished run is kept as a run record with its outcome, and
+  handles on the id follow the new run.
 
 Input identity is the input's canonical primitive (what the codec stores, before compression):
 the stored payload is decoded to primitives and compared with the new one, so no hash column is

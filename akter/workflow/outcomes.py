@@ -8,7 +8,8 @@ Every such write is a method of ``Outcomes``, so attempt *n*'s outcome lands in 
 * ``begin``: the next attempt's pending row (``combine.py``: with the boundaries other passes
   have ready at the same moment, one round trip);
 * ``carrying``: a record (a clock, wait or race), a child's start, the suspension, a hold, the
-  finish or a continue-as-new — each statement takes the settles as parameters (``sql/010``);
+  finish or a continue-as-new — each statement takes the settles as parameters
+  (``sql/functions/akter_wf_settle_many.sql``);
 * ``flush``: on its own, before the pass waits for anything else, so no outcome stays
   unwritten while the pass is idle;
 * ``hand_off``: with the timer made due now, as a draining relay hands the execution on.
@@ -18,8 +19,8 @@ harmless, only an open row settles. Nothing outside the pass acts on an outcome 
 write committed: the next attempt's work starts only once ``begin`` returned.
 
 The pass's collaborators (waits: ``waiting.py``; children: ``children.py``) write through the
-same carrier and return a ``Served`` to the pass: what the need came to and whether a row
-changed. None of them takes the pass itself.
+same carrier and return to the pass what the need came to — a wait a ``Served`` (with whether a
+row changed and the event it consumed), a child True or None. None of them takes the pass itself.
 """
 
 from __future__ import annotations
@@ -135,9 +136,9 @@ class Outcomes:
             raise
 
     async def begin(self, key: StepKey, attempt: int, carry: list[Settle]) -> dict[str, Any]:
-        """The step boundary before an attempt's work (``sql/023``): settle ``carry``, write the
-        attempt pending, keep the recovery timer armed — sent with the boundaries of the other
-        passes ready at the same moment (``combine.py``)."""
+        """The step boundary before an attempt's work (``akter_wf_begin_one.sql``,
+        ``akter_wf_begin_many.sql``): settle ``carry``, write the attempt pending, keep the recovery timer
+        armed — sent with the boundaries of the other passes ready at the same moment (``combine.py``)."""
         boundary = combine.Boundary(
             self.params,
             [(k.step, k.scope, k.occurrence, a, e) for k, a, e in carry],

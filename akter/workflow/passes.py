@@ -1,6 +1,7 @@
 """A pass: one run of an execution's body, from its recorded prefix to the next park or finish.
 
-1. Load the execution and all its steps in one query.
+1. Load the execution and all its steps in one query (or take the head a start or resume turn
+   handed over with it: an execution with no step yet needs no load).
 2. Check that this runner can replay it faithfully (``compat.py``); if not, leave it suspended
    for a compatible runner and say why (invariant 7).
 3. Drive the body (``driver.py``): settled steps replay; needs become I/O here — activity
@@ -9,11 +10,12 @@
 4. While activities run, a parked branch whose clock falls due, or a wake-up (an event, an
    interrupt) preempts the wait and the pass goes on.
 5. When every branch is parked until a time at most ``tuning.hold_ms`` away (a short sleep, a
-   retry's backoff), wait for it in the pass; the recovery timer stays armed should the process die.
-   Otherwise suspend through one lock-first function (``sql/005``): it settles
-   abandoned branches' waits, re-checks interrupts and unscanned events after the row lock is
-   held, and arms the timer at the earliest due time, or deletes it; when the body is done,
-   record the result, settle leftovers and delete the timer the same way.
+   retry's backoff), wait for it in the pass; the recovery timer stays armed should the process
+   die. Otherwise suspend through one lock-first function (``akter_wf_suspend_settled``, then
+   ``sql/functions/akter_wf_suspend.sql``): it settles abandoned branches' waits, re-checks
+   interrupts and unscanned events after the row lock is held, and arms the timer at the
+   earliest due time, or deletes it; when the body is done, record the result, settle leftovers
+   and delete the timer the same way (``akter_wf_finish_settled``).
 
 **Interrupts.** When the pass learns of an interrupt it starts nothing new, cancels in-flight
 async attempts (recording them as interrupted) and awaits sync ones (they cannot be cancelled;
@@ -376,7 +378,7 @@ class Pass:
                 self.writes += started is True
                 return started
             case RecordNow(key=key):
-                # a zero clock: its due time is the database clock the statement read (sql/010)
+                # a zero clock: its due time is the database clock the statement read (akter_wf_record)
                 await self._record(_record_params("clock", key, after_ms=0))
                 return True
         raise AssertionError(need)  # pragma: no cover

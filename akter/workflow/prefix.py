@@ -4,10 +4,10 @@ When the runner of this process owns the actor, the start turn (``hook.py``) bui
 driver over the empty history of the new execution and advances it, before the turn's one round
 trip. A body that reaches its final without asking for any effect (no activity, sleep, wait,
 race, child, ``wf.now()``) has its outcome then: the turn writes the execution already finished
-(``START_FINISHED``, ``sql/020``) instead of running with a recovery timer, and once the turn
-committed the result goes to this process's waiters — the ``Run`` the start returns has it, and
-``Listener.hand_over`` gives it to any other waiter here. One commit per short workflow instead
-of two (the start's and the first pass's finish), and no pass.
+(``START_FINISHED``, ``sql/functions/akter_wf_start_finished.sql``) instead of running with a recovery
+timer, and once the turn committed the result goes to this process's waiters — the ``Run`` the start
+returns has it, and ``Listener.hand_over`` gives it to any other waiter here. One commit per short workflow
+instead of two (the start's and the first pass's finish), and no pass.
 
 A body that asks for an effect is closed (its ``finally`` blocks run, as at every suspension) and
 the start goes on as before: the first pass replays the body from the start, which is
@@ -58,7 +58,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("akter.workflow")
 
-# The execution inserted and finished in the start turn (sql/020); false when it existed already.
+# The execution inserted and finished in the start turn (akter_wf_start_finished); false when it existed
+# already.
 START_FINISHED: Final[LiteralString] = """
 SELECT akter_wf_start_finished(%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(eid)s,
        %(workflow)s, %(key)s, %(manifest_hash)s, %(payload)s, %(principal)s, %(versions)s::jsonb,

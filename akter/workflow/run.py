@@ -193,9 +193,9 @@ class Run(Generic[O]):
                 await finished.wait(wait)
 
     def _noted(self, text: str) -> Result[O, Exception] | None:
-        """The result a finish notified (``sql/021``: ``<run>.<base64 result>``), or None to read
-        the row instead: before any check (which run it ended is unknown), for another run than
-        the one the last check read (an older run's finish, delivered late, of an id a keyed
+        """The result a finish notified (``sql/functions/akter_wf_finish.sql``: ``<run>.<base64 result>``),
+        or None to read the row instead: before any check (which run it ended is unknown), for another run
+        than the one the last check read (an older run's finish, delivered late, of an id a keyed
         start ran again), or when it does not decode."""
         number, dot, data = text.partition(".")
         if self._run_read is None or not dot or number != str(self._run_read):

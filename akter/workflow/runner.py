@@ -325,7 +325,7 @@ class WorkflowRunner:
                 (self.retention,),
             )
             row = await cur.fetchone()
-            if row is None:  # actor_deployment has one row from sql/001 on; akter never deletes it
+            if row is None:  # actor_deployment has one row from sql/001_schema.sql on; akter never deletes it
                 raise ConfigurationError("actor_deployment is empty; the schema was not migrated by akter")
             params = {"retention_ms": row[0], "limit": self.tuning.prune_batch, "buckets": owned}
             cur = await conn.execute(queries.PRUNE, params)

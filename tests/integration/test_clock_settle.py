@@ -1,5 +1,6 @@
 """A sleep held in process ends on the database clock: never before its due time, and without
-waking late on the process's estimate of that clock (sql/019, ``Pass._settle_clock``)."""
+waking late on the process's estimate of that clock (``akter_wf_settle_clock.sql``,
+``Pass._settle_clock``)."""
 
 from __future__ import annotations
 

@@ -28,6 +28,7 @@ from akter.store import migrate as migrator
 from akter.store.database import with_database
 from akter.store.migrate import (
     MIGRATION_LOCK_KEY,
+    Migrated,
     Routine,
     known_migrations,
     known_routines,
@@ -80,7 +81,7 @@ def test_the_shipped_migrations_are_numbered_and_checksummed_from_their_files() 
 def test_an_empty_database_gets_every_migration(blank_url: str) -> None:
     assert schema_version(blank_url) == 0
 
-    assert migrate(blank_url) == ALL_VERSIONS
+    assert migrate(blank_url) == Migrated(versions=ALL_VERSIONS, routines=[r.name for r in known_routines()])
 
     recorded = history(blank_url)
     assert [(v, name, checksum) for v, name, checksum, _ in recorded] == [
@@ -96,7 +97,7 @@ def test_a_second_migrate_applies_nothing_and_changes_nothing(blank_url: str) ->
     migrate(blank_url)
     before = history(blank_url), tables(blank_url)
 
-    assert migrate(blank_url) == []
+    assert migrate(blank_url) == Migrated()
 
     assert (history(blank_url), tables(blank_url)) == before
 
@@ -111,7 +112,7 @@ def test_two_migrators_at_once_leave_one_schema_applied_once(blank_url: str) -> 
     def run() -> None:
         start.wait()
         try:
-            results.append(migrate(blank_url))
+            results.append(migrate(blank_url).versions)
         except BaseException as exc:
             errors.append(exc)
 
@@ -262,7 +263,7 @@ def test_a_migrated_database_holds_each_shipped_routine_once_and_records_it(blan
     assert [name for (name,) in found] == [r.name for r in known_routines()]
     before = history(blank_url), routines(blank_url)
 
-    assert migrate(blank_url) == []
+    assert migrate(blank_url) == Migrated()
 
     assert (history(blank_url), routines(blank_url)) == before
 
@@ -278,15 +279,37 @@ def test_an_edited_routine_is_applied_again_and_nothing_else_is(
     )
     shipped_with(monkeypatch, edited)
 
-    assert migrate(blank_url) == []
+    assert migrate(blank_url) == Migrated(reapplied=["akter_wf_result_note_max"])
 
     assert rows(blank_url, "SELECT akter_wf_result_note_max()") == [(512,)]
     after = {name: (checksum, at) for name, checksum, at in routines(blank_url)}
     assert after.pop("akter_wf_result_note_max")[0] == edited.checksum
     before.pop("akter_wf_result_note_max")
     assert after == before
-    assert migrate(blank_url) == []
+    assert migrate(blank_url) == Migrated()
     assert routines(blank_url) == routines(blank_url)
+
+
+def test_akter_migrate_says_what_it_applied_re_applied_or_found_current(
+    blank_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def run() -> str:
+        result = CliRunner().invoke(cli_main, ["migrate", "--database-url", blank_url])
+        assert result.exit_code == 0, result.output
+        return result.output.strip().split(": ", 1)[1]
+
+    first = run()  # a fresh database: its migrations named, its routines counted
+    assert first.startswith("applied migration 001")
+    assert first.endswith(f", {len(known_routines())} routines")
+    assert run() == "applied nothing (already current)"
+    shipped_with(
+        monkeypatch,
+        routine(
+            "CREATE OR REPLACE FUNCTION akter_wf_result_note_max() RETURNS integer\n"
+            "LANGUAGE sql IMMUTABLE AS 'SELECT 512';\n"
+        ),
+    )
+    assert run() == "re-applied changed routine akter_wf_result_note_max"
 
 
 def test_a_routine_whose_signature_changed_replaces_its_old_form(
@@ -321,7 +344,7 @@ def test_a_routine_whose_file_is_gone_is_dropped(blank_url: str, monkeypatch: py
     migrate(blank_url)
     shipped_with(monkeypatch, without="akter_wf_result_note_max")
 
-    assert migrate(blank_url) == []
+    assert migrate(blank_url) == Migrated(dropped=["akter_wf_result_note_max"])
 
     assert defined(blank_url, "akter_wf_result_note_max") == []
     assert "akter_wf_result_note_max" not in [name for name, *_ in routines(blank_url)]
@@ -386,5 +409,5 @@ def test_a_reset_drops_what_akter_keeps_and_nothing_else(blank_url: str) -> None
     assert tables(blank_url) == ["app_orders"]
     assert defined(blank_url, "app_total") == ["app_total() -> integer"]
     assert rows(blank_url, "SELECT count(*) FROM pg_proc WHERE proname LIKE 'akter%'") == [(0,)]
-    assert migrate(blank_url) == ALL_VERSIONS
+    assert migrate(blank_url).versions == ALL_VERSIONS
     assert rows(blank_url, "SELECT count(*) FROM actor_generations") == [(0,)]

@@ -1,6 +1,6 @@
-"""Optimistic turns (``akter.actor.cache``, sql/018): a turn on an actor this process remembers
-runs its handler on the remembered state and sends lock, check, hooks and write in one round
-trip. These tests attack the memory: every way it can be wrong must end in the turn a
+"""Optimistic turns (``akter.actor.cache``, ``sql/functions/akter_turn_check.sql``): a turn on an actor
+this process remembers runs its handler on the remembered state and sends lock, check, hooks and write in
+one round trip. These tests attack the memory: every way it can be wrong must end in the turn a
 two-round-trip turn would have committed, seen through a second connection."""
 
 from __future__ import annotations

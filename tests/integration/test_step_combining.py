@@ -1,6 +1,6 @@
 """Step boundaries of several passes written in one round trip (``akter/workflow/combine.py``,
-``sql/023``): each boundary keeps its own fence, a failed combined write leaves every pass as a
-failed single write would, and a pass interrupted while its boundary waits sends nothing.
+``akter_wf_begin_many.sql``): each boundary keeps its own fence, a failed combined write leaves every pass
+as a failed single write would, and a pass interrupted while its boundary waits sends nothing.
 
 The tests put two passes' boundaries in one combined write deterministically: a holder's write is
 paused in flight (``workflow.before_combined_write``), the others' boundaries queue behind it, and
