@@ -51,15 +51,11 @@ ABSENT = Known(version=None, event_seq=0, state=None, state_shape=None)
 class ActorCache:
     """Per-process memory of actors, for optimistic turns. Single event loop, no locking."""
 
-    def __init__(
-        self,
-        max_entries: int = DEFAULT_MAX_ENTRIES,
-        max_state_bytes: int = DEFAULT_MAX_STATE_BYTES,
-        max_total_bytes: int = DEFAULT_MAX_TOTAL_BYTES,
-    ) -> None:
-        self.max_entries = max_entries
-        self.max_state_bytes = max_state_bytes
-        self.max_total_bytes = max_total_bytes
+    def __init__(self) -> None:
+        #: the bounds of the memory (a test lowers them on the engine's cache to watch eviction)
+        self.max_entries = DEFAULT_MAX_ENTRIES
+        self.max_state_bytes = DEFAULT_MAX_STATE_BYTES
+        self.max_total_bytes = DEFAULT_MAX_TOTAL_BYTES
         self._known: OrderedDict[ActorRef, Known] = OrderedDict()
         #: the bytes of the states remembered now
         self.total_bytes = 0

@@ -90,6 +90,13 @@ class Subscription:
         return False
 
 
+#: The listener's reconnect back-off (seconds): from 50 ms, doubling to 5 s, jittered by half,
+#: so a restarted server is listened to again within its first seconds up without a stampede.
+RECONNECT_INITIAL = 0.05
+RECONNECT_MAX = 5.0
+RECONNECT_JITTER = 0.5
+
+
 class Listener:
     """``LISTEN channel`` on one connection of its own, serving every subscriber of this loop."""
 
@@ -101,9 +108,6 @@ class Listener:
         channels: tuple[str, ...] = (),
         noting: tuple[str, ...] = (),
         name: str = "akter-listener",
-        wait_initial: float = 0.05,
-        wait_max: float = 5.0,
-        wait_jitter: float = 0.5,
     ) -> None:
         self.url = url
         self.channel = channel
@@ -113,9 +117,6 @@ class Listener:
         self.noting = frozenset(noting)
         self._listened = (*self.channels, *(c for c in noting if c not in self.channels))
         self.name = name
-        self._wait_initial = wait_initial
-        self._wait_max = wait_max
-        self._wait_jitter = wait_jitter
         self._waiters: dict[tuple[str, str], set[Subscription]] = {}
         self._listening = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -204,9 +205,9 @@ class Listener:
                 on=is_connection_lost,
                 attempts=None,
                 timeout=None,
-                wait_initial=self._wait_initial,
-                wait_max=self._wait_max,
-                wait_jitter=self._wait_jitter,
+                wait_initial=RECONNECT_INITIAL,
+                wait_max=RECONNECT_MAX,
+                wait_jitter=RECONNECT_JITTER,
             ):
                 with attempt:
                     try:
