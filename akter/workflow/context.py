@@ -80,6 +80,15 @@ def reset_driver(token: contextvars.Token[Scheduler | None]) -> None:
     _driver.reset(token)
 
 
+class ContinueAsNew(BaseException):
+    """Raised by ``wf.continue_as_new(payload)``; ends the run and starts the next one (the pass
+    sends the write, ``continue_as_new.py``)."""
+
+    def __init__(self, payload: Any) -> None:
+        self.payload = payload
+        super().__init__("continue as new")
+
+
 class Compensation:
     """A compensated forward step: registered before the body awaits it, so that an undo is
     known even for a step that succeeds after an interrupt abandoned the body."""
@@ -145,8 +154,6 @@ class WorkflowContext:
         """End this run and start the next run of the same execution with ``payload``, in one
         fenced transaction that keeps the execution id and its event cursor
         (``continue_as_new.py``). Never returns; compensations do not run, finalizers do."""
-        from akter.workflow.continue_as_new import ContinueAsNew
-
         raise ContinueAsNew(payload)
 
     def version(self, name: str) -> int:

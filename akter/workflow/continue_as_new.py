@@ -36,15 +36,8 @@ from akter.errors import InvalidInput
 from akter.workflow import manifest
 
 if TYPE_CHECKING:
+    from akter.workflow.context import ContinueAsNew
     from akter.workflow.declare import Workflow
-
-
-class ContinueAsNew(BaseException):
-    """Raised by ``wf.continue_as_new(payload)``; ends the run and starts the next one."""
-
-    def __init__(self, payload: Any) -> None:
-        self.payload = payload
-        super().__init__("continue as new")
 
 
 # Continue (a lock-first function, sql/015, after the settles of sql/010).

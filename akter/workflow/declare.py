@@ -24,6 +24,7 @@ unstorable one is refused here with its path.
 
 from __future__ import annotations
 
+import enum
 import inspect
 import math
 import re
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
     from akter.workflow.children import ChildStep
     from akter.workflow.commands import Interrupt, RetryExecution
     from akter.workflow.context import WorkflowContext
-    from akter.workflow.key_policy import KeyReuse
     from akter.workflow.schedules import Schedule
 
 S = TypeVar("S")
@@ -204,6 +204,15 @@ class Versions:
 
     current: int
     min: int = 0
+
+
+class KeyReuse(enum.Enum):
+    """What a keyed start with another input does once the key's execution has finished
+    (``key_policy.py``)."""
+
+    REFUSE = "refuse"
+    ATTACH = "attach"
+    NEW_RUN = "new_run"
 
 
 @attrs.frozen(eq=False)
@@ -371,7 +380,6 @@ class Workflow(Generic[I, O]):
         key_reuse: KeyReuse | None = None,
     ) -> None:
         from akter.workflow import deadline
-        from akter.workflow.key_policy import KeyReuse
 
         problems: list[str] = []
         if not isinstance(name, str) or not _STEP_NAME.fullmatch(name) or name.startswith("akter"):

@@ -47,8 +47,7 @@ from returns.maybe import Nothing, Some
 from akter import codec
 from akter.errors import CompensationFailed, CorruptRecord, EffectDefect, Interrupted
 from akter.workflow import children, exits
-from akter.workflow.context import Compensation, WorkflowContext, reset_driver, set_driver
-from akter.workflow.continue_as_new import ContinueAsNew
+from akter.workflow.context import Compensation, ContinueAsNew, WorkflowContext, reset_driver, set_driver
 from akter.workflow.declare import ActivityStep, Workflow
 from akter.workflow.determinism import Now, RecordNow, resolve_now
 from akter.workflow.effects import ActivityCall, All, Effect, Race, Sleep, Wait, as_coroutine

@@ -75,8 +75,7 @@ from akter.workflow import (
     queries,
     waiting,
 )
-from akter.workflow.context import WorkflowContext
-from akter.workflow.continue_as_new import ContinueAsNew
+from akter.workflow.context import ContinueAsNew, WorkflowContext
 from akter.workflow.declare import Workflow
 from akter.workflow.determinism import RecordNow
 from akter.workflow.driver import (

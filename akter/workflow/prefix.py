@@ -43,8 +43,7 @@ from akter import codec, logs, telemetry
 from akter.errors import Interrupted
 from akter.outbox.intents import decode_caller
 from akter.workflow import finish
-from akter.workflow.context import WorkflowContext
-from akter.workflow.continue_as_new import ContinueAsNew
+from akter.workflow.context import ContinueAsNew, WorkflowContext
 from akter.workflow.driver import Driver
 from akter.workflow.exits import Raise
 
