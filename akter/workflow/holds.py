@@ -51,7 +51,7 @@ from akter.errors import (
 from akter.ids import ExecutionId
 from akter.workflow.commands import LAYER, MAX_REASON, interrupter_key, parse_for
 from akter.workflow.declare import ActivityStep
-from akter.workflow.driver import StepKey, StepRow
+from akter.workflow.history import StepKey, StepRow
 
 if TYPE_CHECKING:
     from akter.actor.declare import Command

@@ -52,7 +52,17 @@ from akter.errors import CorruptRecord, ExecutionNotRetryable, InvalidExecutionI
 from akter.ids import ActorRef, ExecutionId
 from akter.outbox import queries as outbox_queries
 from akter.outbox.intents import encode_caller
-from akter.workflow import children, claim, deadline, holds, key_policy, manifest, prefix, queries
+from akter.workflow import (
+    child_serve,
+    children,
+    claim,
+    deadline,
+    holds,
+    key_policy,
+    manifest,
+    prefix,
+    queries,
+)
 from akter.workflow.commands import (
     LAYER,
     MAX_REASON,
@@ -174,7 +184,7 @@ def _link(
     if start is not None:
         start.link = item
     else:
-        record.with_write(children.LINK, {**base, **children.link_params(item)})
+        record.with_write(child_serve.LINK, {**base, **child_serve.link_params(item)})
 
 
 def _write_finished(record: Committed, runner: Handoff | None, done: dict[str, prefix.Start]) -> None:

@@ -20,10 +20,8 @@ WORKFLOW_CYCLE = frozenset(
         "akter.workflow.deadline",
         "akter.workflow.declare",
         "akter.workflow.determinism",
-        "akter.workflow.driver",
         "akter.workflow.effects",
         "akter.workflow.holds",
-        "akter.workflow.outcomes",
         "akter.workflow.schedules",
     }
 )
