@@ -1,4 +1,5 @@
-"""``WorkflowContext``: what a body sees as its first argument, and the running-driver marker.
+"""``WorkflowContext``: what a body sees as its first argument (the running-driver marker it
+consults is ``running.py``).
 
 The context is rebuilt by every pass from the execution's durable record (tenant, principal,
 key, version markers), never from whoever triggered the pass (invariant 9).
@@ -6,14 +7,14 @@ key, version markers), never from whoever triggered the pass (invariant 9).
 
 from __future__ import annotations
 
-import contextvars
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 from akter.callers import Principal
 from akter.ids import ActorRef
+from akter.workflow.running import current_driver
 
 if TYPE_CHECKING:
     from returns.result import Result
@@ -25,59 +26,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 I = TypeVar("I")  # noqa: E741 -- a child workflow's input type
 O = TypeVar("O")  # noqa: E741 -- the conventional name of an output type
-
-
-class Branch(Protocol):
-    """The fiber a scheduler is stepping: the body or one branch of a race or ``akter.all``."""
-
-    @property
-    def scope(self) -> str:
-        """Where the fiber is: ``""`` for the body, a branch's path otherwise (``StepKey.scope``)."""
-
-    @property
-    def counts(self) -> dict[str, int]:
-        """How many times the fiber has awaited each step so far (and the seeded helpers' count)."""
-
-    @property
-    def live(self) -> bool:
-        """Whether the fiber runs past what this pass replayed (a log line is emitted only then)."""
-
-
-class Scheduler(Protocol):
-    """What a body's helpers (this context, ``determinism.py``, a step's check that it belongs to
-    the workflow running) need of the driver that steps the body. ``driver.Driver`` implements
-    it; neither this module nor ``determinism.py`` imports the driver."""
-
-    @property
-    def workflow(self) -> Workflow[Any, Any]: ...
-
-    @property
-    def ctx(self) -> WorkflowContext: ...
-
-    @property
-    def current(self) -> Branch | None:
-        """The fiber being stepped, ``None`` between steps (the pass closing the body)."""
-
-    @property
-    def held_logs(self) -> list[Any] | None:
-        """Where a start's prefix holds its body's log records until its turn commits (``prefix.py``);
-        ``None`` in a pass, which emits them at once."""
-
-
-_driver: contextvars.ContextVar[Scheduler | None] = contextvars.ContextVar("akter_driver", default=None)
-
-
-def current_driver() -> Scheduler | None:
-    """The driver stepping a body right now in this context, if any."""
-    return _driver.get()
-
-
-def set_driver(driver: Scheduler | None) -> contextvars.Token[Scheduler | None]:
-    return _driver.set(driver)
-
-
-def reset_driver(token: contextvars.Token[Scheduler | None]) -> None:
-    _driver.reset(token)
 
 
 class ContinueAsNew(BaseException):

@@ -38,6 +38,8 @@ from returns.maybe import Maybe
 from akter import codec, tagged
 from akter.actor.declare import Actor as ActorType
 from akter.errors import DeclarationError, EffectDefect
+from akter.workflow.effects import Effect
+from akter.workflow.running import current_driver
 
 if TYPE_CHECKING:
     from akter.actor.declare import Command
@@ -228,8 +230,6 @@ class Step:
         return f"{self.workflow.actor.name}.{self.workflow.name}.{self.name}"
 
     def _check_running(self) -> None:
-        from akter.workflow.context import current_driver
-
         driver = current_driver()
         if driver is not None and driver.workflow is not self.workflow:
             raise EffectDefect(
@@ -252,8 +252,6 @@ class ActivityStep(Step, Generic[T]):
     def __call__(self, fn: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any) -> Awaitable[T]:
         """``await reserve(fn, *args)``: run ``fn`` once (per attempt), record its result, replay
         it afterwards. ``fn`` may be sync (run in a worker thread) or async."""
-        from akter.workflow.effects import ActivityCall
-
         self._check_running()
         return cast("Awaitable[T]", ActivityCall(step=self, fn=fn, args=args, kwargs=kwargs))
 
@@ -266,8 +264,6 @@ class SleepStep(Step):
     kind = "clock"
 
     def __call__(self, duration: timedelta) -> Awaitable[None]:
-        from akter.workflow.effects import Sleep
-
         self._check_running()
         if not isinstance(duration, timedelta) or duration < timedelta(0):
             raise EffectDefect(f"sleep {self.name!r} takes a non-negative timedelta, got {duration!r}")
@@ -285,8 +281,6 @@ class WaitStep(Step, Generic[E]):
     ) -> Awaitable[Maybe[E]]:
         """``await paid(where=..., timeout=...)`` → ``Maybe[Event]``: the lowest-sequence
         matching event of the owner after the execution's cursor, or ``Nothing`` on timeout."""
-        from akter.workflow.effects import Wait
-
         self._check_running()
         return cast("Awaitable[Maybe[E]]", Wait(step=self, where=where, timeout=timeout))
 
@@ -298,12 +292,40 @@ class RaceStep(Step):
     def run(self, *branches: Any) -> Any:
         """``await deadline.run(a, b, ...)``: the first branch to finish wins; its exit is
         recorded as this step and the others are interrupted."""
-        from akter.workflow.effects import Race
-
         self._check_running()
         if len(branches) < 2:
             raise EffectDefect(f"race {self.name!r} needs at least two branches")
         return Race(step=self, branches=branches)
+
+
+# ---- the effects a step's call returns (``effects.py`` says what awaiting one does) -----------
+
+
+@attrs.frozen(eq=False)
+class ActivityCall(Effect):
+    step: ActivityStep[Any]
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+@attrs.frozen(eq=False)
+class Sleep(Effect):
+    step: SleepStep
+    duration: timedelta
+
+
+@attrs.frozen(eq=False)
+class Wait(Effect):
+    step: WaitStep[Any]
+    where: Callable[[Any], bool] | None
+    timeout: timedelta | None
+
+
+@attrs.frozen(eq=False)
+class Race(Effect):
+    step: RaceStep
+    branches: tuple[Any, ...]
 
 
 class Actor(ActorType[S]):
@@ -453,8 +475,6 @@ class Workflow(Generic[I, O]):
         return tagged.error_class(name, self.errors)
 
     def _add(self, step: Step) -> None:
-        from akter.workflow.context import current_driver
-
         if current_driver() is not None:
             raise EffectDefect(
                 f"unregistered step {step.name!r}: steps are declared at module level, not inside a body"

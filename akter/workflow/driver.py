@@ -47,14 +47,15 @@ from returns.maybe import Nothing, Some
 from akter import codec
 from akter.errors import CompensationFailed, CorruptRecord, EffectDefect, Interrupted
 from akter.workflow import children, exits
-from akter.workflow.context import Compensation, ContinueAsNew, WorkflowContext, reset_driver, set_driver
-from akter.workflow.declare import ActivityStep, Workflow
+from akter.workflow.context import Compensation, ContinueAsNew, WorkflowContext
+from akter.workflow.declare import ActivityCall, ActivityStep, Race, Sleep, Wait, Workflow
 from akter.workflow.determinism import Now, RecordNow, resolve_now
-from akter.workflow.effects import ActivityCall, All, Effect, Race, Sleep, Wait, as_coroutine
+from akter.workflow.effects import All, Effect, as_coroutine
 from akter.workflow.exits import Ok, Outcome, Raise
 from akter.workflow.history import FINISH_SCOPE as FINISH_SCOPE  # noqa: PLC0414 -- re-exported: the engine and tools import it here
 from akter.workflow.history import StepKey as StepKey  # noqa: PLC0414 -- the engine and tools import it here
 from akter.workflow.history import StepRow as StepRow  # noqa: PLC0414 -- the engine and tools import it here
+from akter.workflow.running import reset_driver, set_driver
 
 # ---- needs: what the driver asks the pass to do -------------------------------------------
 

@@ -19,8 +19,6 @@ WORKFLOW_CYCLE = frozenset(
         "akter.workflow.context",
         "akter.workflow.deadline",
         "akter.workflow.declare",
-        "akter.workflow.determinism",
-        "akter.workflow.effects",
         "akter.workflow.holds",
         "akter.workflow.schedules",
     }
