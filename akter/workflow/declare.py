@@ -401,7 +401,15 @@ class Workflow(Generic[I, O]):
         timeout: timedelta | None = None,
         key_reuse: KeyReuse | None = None,
     ) -> None:
-        from akter.workflow import deadline
+        from akter.workflow.commands import (
+            check_timeout,
+            register_commands,
+            register_deadline,
+            register_hold_commands,
+            register_interrupt,
+            register_retry,
+            register_start_with,
+        )
 
         problems: list[str] = []
         if not isinstance(name, str) or not _STEP_NAME.fullmatch(name) or name.startswith("akter"):
@@ -435,7 +443,7 @@ class Workflow(Generic[I, O]):
             raise DeclarationError(f"workflow {actor.name}.{name}", problems)
         self.actor = actor
         #: the declared deadline of every execution (ms), unless a start gives its own
-        self.timeout_ms = deadline.check_timeout(timeout, "timeout")
+        self.timeout_ms = check_timeout(timeout, "timeout")
         #: what a keyed start with another input does once the key's execution finished
         self.key_reuse = KeyReuse.REFUSE if key_reuse is None else key_reuse
         self.name = name
@@ -447,18 +455,14 @@ class Workflow(Generic[I, O]):
         self.steps: dict[str, Step] = {}
         self.fn: Callable[[WorkflowContext, I], Awaitable[O]] | None = None
         actor.workflows[name] = self
-        from akter.workflow.commands import register_commands, register_interrupt, register_retry
-
         self.start_command: Command[Any, I, str] = register_commands(self)
         self.interrupt_command: Command[Any, Interrupt, None] = register_interrupt(self)
         self.retry_command: Command[Any, RetryExecution, None] = register_retry(self)
         from akter.workflow.children import register_start_child
 
         register_start_child(actor)
-        self.deadline_command: Command[Any, Interrupt, None] = deadline.register(self)
-        self.start_with_command: Command[Any, Any, str] = deadline.register_start_with(self)
-        from akter.workflow.holds import register_hold_commands
-
+        self.deadline_command: Command[Any, Interrupt, None] = register_deadline(self)
+        self.start_with_command: Command[Any, Any, str] = register_start_with(self)
         self.pause_command, self.unpause_command, self.resolve_command = register_hold_commands(self)
 
     def __repr__(self) -> str:

@@ -66,6 +66,7 @@ from akter.workflow import (
 from akter.workflow.commands import (
     LAYER,
     MAX_REASON,
+    HoldMark,
     InterruptMark,
     ResumeMark,
     RetryMark,
@@ -257,7 +258,7 @@ class WorkflowHook:
                 notify = True
             elif isinstance(item, children.ChildLinkMark):
                 _link(record, base, item, done)
-            elif isinstance(item, holds.HoldMark):
+            elif isinstance(item, HoldMark):
                 notify = await holds.apply(conn, turn, base, item) or notify
         _write_finished(record, runner, done)
         if record.events:

@@ -17,9 +17,7 @@ WORKFLOW_CYCLE = frozenset(
         "akter.workflow.children",
         "akter.workflow.commands",
         "akter.workflow.context",
-        "akter.workflow.deadline",
         "akter.workflow.declare",
-        "akter.workflow.holds",
         "akter.workflow.schedules",
     }
 )
