@@ -79,8 +79,9 @@ from akter.operate.query import ExecutionFilter
 from akter.workflow.activity import ActivityContext, activity_context
 from akter.workflow.children import ChildHandle
 from akter.workflow.context import WorkflowContext
-from akter.workflow.declare import ActivityStep, Actor, KeyReuse, Retry, Versions, Workflow
+from akter.workflow.declare import ActivityStep, Actor, Workflow
 from akter.workflow.effects import all_ as all  # noqa: F401 -- public as akter.all, out of __all__
+from akter.workflow.policies import KeyReuse, Retry, Versions
 from akter.workflow.run import Run, Status
 from akter.workflow.schedule_admin import ScheduleInfo, Schedules
 from akter.workflow.schedules import Schedule

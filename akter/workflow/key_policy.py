@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Final, LiteralString
 
 from akter import codec
 from akter.errors import ExecutionKeyConflict
-from akter.workflow.declare import KeyReuse
+from akter.workflow.policies import KeyReuse
 
 if TYPE_CHECKING:
     from akter.actor.kernel import UnderLock
