@@ -15,14 +15,8 @@ from akter.callers import Principal, System
 from akter.ids import ExecutionId
 from akter.outbox.intents import encode_caller
 from akter.workflow import exits
-from akter.workflow.children import (
-    START_CHILD,
-    AwaitChildNeed,
-    ChildLinkMark,
-    ChildStartPayload,
-    StartChildNeed,
-)
-from akter.workflow.commands import Interrupt
+from akter.workflow.children import AwaitChildNeed, StartChildNeed
+from akter.workflow.commands import START_CHILD, ChildLinkMark, ChildStartPayload, Interrupt
 from akter.workflow.history import StepKey, StepRow
 
 if TYPE_CHECKING:

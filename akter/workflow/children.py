@@ -47,123 +47,33 @@ derived from its parent's start, and a key that is silently not applied deduplic
 child it started whose result it has not recorded, unless the child step was declared with
 ``on_parent_interrupt="run_on"``. A child that finishes after its parent resumes nothing.
 
-This module holds the declarations, effects and needs (no I/O) and the turn's side
-(``register_start_child``); the pass's side (``serve``, ``prefetch``) and the hook's (``LINK``) are
-``child_serve.py``. The driver, the pass and the hook call into them with a few lines each.
+The child step, its effects and its handle are declared with the other steps (``declare.py``),
+the internal start command with the member's other commands (``commands.py``). This module holds
+what the driver makes of a child effect (``resolve``, the needs, the derived ids, no I/O); the
+pass's side (``serve``, ``prefetch``) and the hook's (``LINK``) are ``child_serve.py``.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any
 
 import attrs
-from returns.result import Result
 
-from akter import codec
-from akter.actor.turn import Turn
-from akter.errors import CorruptRecord, EffectDefect, InvalidInput
+from akter.errors import CorruptRecord
 from akter.ids import ActorRef, ExecutionId
 from akter.workflow import exits
-from akter.workflow.commands import LAYER, stage_start
-from akter.workflow.declare import Step, Workflow, workflows_of
+from akter.workflow.declare import ChildHandle, ChildResult, ChildStep, StartChild, workflows_of
 from akter.workflow.effects import Effect
 from akter.workflow.exits import Ok, Outcome
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Mapping, Sequence
+    from collections.abc import Mapping, Sequence
 
     from akter.actor.declare import Actor
     from akter.workflow.history import StepKey, StepRow
 
-O = TypeVar("O")  # noqa: E741 -- the conventional name of an output type
-
-#: the internal command every actor type with workflows takes to start a child execution
-START_CHILD = "akter.wf.start_child"
-#: what a child does when its parent is interrupted
-POLICIES = ("interrupt", "run_on")
-
-
-# ---- declarations ---------------------------------------------------------------------------
-
-
-@attrs.frozen(eq=False)
-class ChildStep(Step, Generic[O]):
-    """A declared kind of child: ``Parent.child("name", ChildWorkflow)``. Each ``start`` (or
-    ``run``) is an occurrence of it, as each await of an activity is."""
-
-    child: Workflow[Any, O] = attrs.field(default=None)
-    on_parent_interrupt: str = "interrupt"
-
-    kind = "child"
-
-    @property
-    def success(self) -> Any:
-        return self.child.output
-
-    @property
-    def errors(self) -> tuple[type[Exception], ...]:
-        return self.child.errors
-
-    def start(self, actor_id: str, input: Any) -> Awaitable[ChildHandle[O]]:
-        """``await fulfil.start("w-1", line)``: start the child (once; a replay finds it) and
-        return its handle."""
-        self._check_running()
-        if not isinstance(actor_id, str):
-            raise EffectDefect(f"child {self.name!r} takes an actor id (str), got {type(actor_id).__name__}")
-        if not isinstance(input, self.child.input):
-            raise EffectDefect(
-                f"child {self.name!r} starts {self.child!r}, which takes a {self.child.input.__name__}, "
-                f"got {type(input).__name__}"
-            )
-        return cast("Awaitable[ChildHandle[O]]", StartChild(step=self, actor_id=actor_id, input=input))
-
-    async def run(self, actor_id: str, input: Any) -> Result[O, Exception]:
-        """``await fulfil.run("w-1", line)``: start the child and await its result."""
-        handle = await self.start(actor_id, input)
-        return await handle.result()
-
-
-def declare(
-    workflow: Workflow[Any, Any], name: str, child: Workflow[Any, O], on_parent_interrupt: str
-) -> ChildStep[O]:
-    from akter.errors import DeclarationError
-
-    problems = []
-    if not isinstance(child, Workflow):
-        problems.append(f"{child!r} is not a workflow member")
-    if on_parent_interrupt not in POLICIES:
-        problems.append(f"on_parent_interrupt is one of {POLICIES}, got {on_parent_interrupt!r}")
-    if isinstance(child, Workflow) and child.key is not None:
-        # a keyed start attaches to the execution its key names, which another parent or a
-        # client may have started: one child would then serve two parents, and the second
-        # would wait for a finish that never resumes it. The key a child runs under is derived.
-        problems.append(
-            f"{child!r} declares key=, which a child cannot apply (a child's key is derived from "
-            "its parent's start); declare a workflow without key= for children, or send the keyed "
-            "start from an activity"
-        )
-    if problems:
-        raise DeclarationError(f"child {workflow.name}.{name}", problems)
-    step: ChildStep[O] = ChildStep(
-        workflow=workflow, name=name, child=child, on_parent_interrupt=on_parent_interrupt
-    )
-    workflow._add(step)
-    return step
-
-
-def find_step(parent: Workflow[Any, Any], actor: Actor[Any], child: Workflow[Any, Any]) -> ChildStep[Any]:
-    """The child step ``parent`` declared for ``child`` (what ``wf.start`` uses)."""
-    if child.actor is not actor:
-        raise EffectDefect(f"{child!r} is not a workflow of {actor.name}")
-    found = [s for s in parent.steps.values() if isinstance(s, ChildStep) and s.child is child]
-    if len(found) != 1:
-        what = "declares no child step" if not found else "declares several child steps"
-        raise EffectDefect(
-            f"{parent!r} {what} for {child!r}: declare one at module level "
-            f"({parent.name}.child('name', {child.name})), or await the step itself"
-        )
-    return found[0]
+# ---- the App's check ------------------------------------------------------------------------
 
 
 def undeclared_children(actors: Mapping[str, Actor[Any]]) -> list[str]:
@@ -178,35 +88,7 @@ def undeclared_children(actors: Mapping[str, Actor[Any]]) -> list[str]:
     ]
 
 
-# ---- effects and handles --------------------------------------------------------------------
-
-
-@attrs.frozen(eq=False)
-class StartChild(Effect):
-    step: ChildStep[Any]
-    actor_id: str
-    input: Any
-
-
-@attrs.frozen(eq=False)
-class ChildHandle(Generic[O]):
-    """A started child: ``execution_id``, and ``await handle.result()`` (an effect: the parent
-    suspends until the child finishes) → ``Result`` of its output and errors."""
-
-    key: StepKey
-    execution_id: str
-    step: ChildStep[O]
-
-    def result(self) -> Awaitable[Result[O, Exception]]:
-        return cast("Awaitable[Result[O, Exception]]", ChildResult(handle=self))
-
-
-@attrs.frozen(eq=False)
-class ChildResult(Effect):
-    """Awaited under the occurrence of the start that made ``handle`` (it has no step of its own:
-    awaiting the result twice reads the same record)."""
-
-    handle: ChildHandle[Any]
+# ---- ids ------------------------------------------------------------------------------------
 
 
 def key_of(effect: Effect) -> StepKey | None:
@@ -265,49 +147,3 @@ def resolve(  # noqa: PLR0917 -- the driver's view of one child effect
     step = effect.handle.step
     # what a client reading the child gets: the interrupter was folded in when it was recorded
     return Ok(exits.execution_result(last.exit, step.child.output, step.child.errors))
-
-
-# ---- the turn's side ----------------------------------------------------------------------
-
-
-@attrs.frozen
-class ChildStartPayload:
-    """The internal start command's payload: which workflow, under which key, for which parent,
-    and the child's input as the codec stores it."""
-
-    workflow: str
-    key: str
-    parent: str
-    input: bytes
-    #: the child step's ``on_parent_interrupt``
-    on_parent_interrupt: str = "interrupt"
-
-
-@attrs.frozen
-class ChildLinkMark:
-    """Staged by the start command: the child's execution row names its parent."""
-
-    execution_id: ExecutionId
-    parent: ExecutionId
-    on_parent_interrupt: str = "interrupt"
-
-
-def register_start_child(actor: Actor[Any]) -> None:
-    """The internal start command of ``actor`` (once per actor type with workflows)."""
-    if START_CHILD in actor.commands:
-        return
-
-    def start_child(turn: Turn[Any], payload: ChildStartPayload) -> str:
-        workflow = workflows_of(actor).get(payload.workflow)
-        if workflow is None:
-            raise InvalidInput(f"{turn.ref.actor_type} declares no workflow {payload.workflow!r}")
-        parent = ExecutionId.parse(payload.parent)
-        if parent.owner.tenant != turn.ref.tenant:
-            raise InvalidInput("a child is started in its parent's tenant")
-        value: Any = codec.decode(payload.input, workflow.input)
-        eid = stage_start(turn, workflow, value, payload.key)
-        turn.stage(LAYER, ChildLinkMark(ExecutionId.parse(eid), parent, payload.on_parent_interrupt))
-        return eid
-
-    start_child.__annotations__ = {"turn": Turn, "payload": ChildStartPayload, "return": str}
-    actor.internal_command(START_CHILD, start_child, renewable=True)  # a second start attaches

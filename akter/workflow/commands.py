@@ -35,15 +35,17 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from akter import codec
 from akter.actor import limits
 from akter.actor.turn import Turn
 from akter.callers import Anonymous, Caller, System, User, principal_of
 from akter.errors import CorruptRecord, InvalidExecutionId, InvalidInput
 from akter.ids import ActorRef, ExecutionId
+from akter.workflow.declare import workflows_of
 from akter.workflow.queries import RESUME
 
 if TYPE_CHECKING:
-    from akter.actor.declare import Command
+    from akter.actor.declare import Actor, Command
     from akter.workflow.declare import Workflow
 
 LAYER = "workflow"
@@ -313,6 +315,53 @@ def register_start_with(workflow: Workflow[Any, Any]) -> Command[Any, Any, str]:
 
     actor.access = access
     return command
+
+
+#: the internal command every actor type with workflows takes to start a child execution
+START_CHILD = "akter.wf.start_child"
+
+
+@attrs.frozen
+class ChildStartPayload:
+    """The internal start command's payload: which workflow, under which key, for which parent,
+    and the child's input as the codec stores it."""
+
+    workflow: str
+    key: str
+    parent: str
+    input: bytes
+    #: the child step's ``on_parent_interrupt``
+    on_parent_interrupt: str = "interrupt"
+
+
+@attrs.frozen
+class ChildLinkMark:
+    """Staged by the start command: the child's execution row names its parent."""
+
+    execution_id: ExecutionId
+    parent: ExecutionId
+    on_parent_interrupt: str = "interrupt"
+
+
+def register_start_child(actor: Actor[Any]) -> None:
+    """The internal start command of ``actor`` (once per actor type with workflows)."""
+    if START_CHILD in actor.commands:
+        return
+
+    def start_child(turn: Turn[Any], payload: ChildStartPayload) -> str:
+        workflow = workflows_of(actor).get(payload.workflow)
+        if workflow is None:
+            raise InvalidInput(f"{turn.ref.actor_type} declares no workflow {payload.workflow!r}")
+        parent = ExecutionId.parse(payload.parent)
+        if parent.owner.tenant != turn.ref.tenant:
+            raise InvalidInput("a child is started in its parent's tenant")
+        value: Any = codec.decode(payload.input, workflow.input)
+        eid = stage_start(turn, workflow, value, payload.key)
+        turn.stage(LAYER, ChildLinkMark(ExecutionId.parse(eid), parent, payload.on_parent_interrupt))
+        return eid
+
+    start_child.__annotations__ = {"turn": Turn, "payload": ChildStartPayload, "return": str}
+    actor.internal_command(START_CHILD, start_child, renewable=True)  # a second start attaches
 
 
 def _resume(turn: Turn[Any], payload: Resume) -> None:

@@ -20,8 +20,7 @@ if TYPE_CHECKING:
     from returns.result import Result
 
     from akter.actor.declare import Actor
-    from akter.workflow.children import ChildHandle, ChildStep
-    from akter.workflow.declare import Workflow
+    from akter.workflow.declare import ChildHandle, ChildStep, Workflow
 
 T = TypeVar("T")
 I = TypeVar("I")  # noqa: E741 -- a child workflow's input type
@@ -127,7 +126,7 @@ class WorkflowContext:
         """``await wf.start(Warehouse, "w-1", Fulfil, line)``: start a child execution of
         ``workflow`` (a member of ``actor``) through the child step this workflow declared for
         it (``Parent.child(...)``); returns its ``ChildHandle`` (``await handle.result()``)."""
-        from akter.workflow.children import find_step
+        from akter.workflow.declare import find_step
 
         return await self._child_step(actor, workflow, find_step).start(actor_id, input)
 
@@ -135,7 +134,7 @@ class WorkflowContext:
         self, actor: Actor[Any], actor_id: str, workflow: Workflow[I, O], input: I
     ) -> Result[O, Exception]:
         """``await wf.run(...)``: ``start`` and await the child's result, a ``Result``."""
-        from akter.workflow.children import find_step
+        from akter.workflow.declare import find_step
 
         return await self._child_step(actor, workflow, find_step).run(actor_id, input)
 

@@ -41,11 +41,13 @@ from akter.workflow.policies import KeyReuse, Retry, Versions
 from akter.workflow.running import current_driver
 
 if TYPE_CHECKING:
+    from returns.result import Result
+
     from akter.actor.declare import Command
     from akter.actor.turn import Turn
-    from akter.workflow.children import ChildStep
     from akter.workflow.commands import Interrupt, RetryExecution
     from akter.workflow.context import WorkflowContext
+    from akter.workflow.history import StepKey
     from akter.workflow.schedules import Schedule
 
 S = TypeVar("S")
@@ -199,6 +201,117 @@ class Race(Effect):
     branches: tuple[Any, ...]
 
 
+# ---- child steps: a body starts a workflow member and awaits it (``children.py``) -------------
+
+#: what a child does when its parent is interrupted
+POLICIES = ("interrupt", "run_on")
+
+
+@attrs.frozen(eq=False)
+class ChildStep(Step, Generic[O]):
+    """A declared kind of child: ``Parent.child("name", ChildWorkflow)``. Each ``start`` (or
+    ``run``) is an occurrence of it, as each await of an activity is."""
+
+    child: Workflow[Any, O] = attrs.field(default=None)
+    on_parent_interrupt: str = "interrupt"
+
+    kind = "child"
+
+    @property
+    def success(self) -> Any:
+        return self.child.output
+
+    @property
+    def errors(self) -> tuple[type[Exception], ...]:
+        return self.child.errors
+
+    def start(self, actor_id: str, input: Any) -> Awaitable[ChildHandle[O]]:
+        """``await fulfil.start("w-1", line)``: start the child (once; a replay finds it) and
+        return its handle."""
+        self._check_running()
+        if not isinstance(actor_id, str):
+            raise EffectDefect(f"child {self.name!r} takes an actor id (str), got {type(actor_id).__name__}")
+        if not isinstance(input, self.child.input):
+            raise EffectDefect(
+                f"child {self.name!r} starts {self.child!r}, which takes a {self.child.input.__name__}, "
+                f"got {type(input).__name__}"
+            )
+        return cast("Awaitable[ChildHandle[O]]", StartChild(step=self, actor_id=actor_id, input=input))
+
+    async def run(self, actor_id: str, input: Any) -> Result[O, Exception]:
+        """``await fulfil.run("w-1", line)``: start the child and await its result."""
+        handle = await self.start(actor_id, input)
+        return await handle.result()
+
+
+def declare_child(
+    workflow: Workflow[Any, Any], name: str, child: Workflow[Any, O], on_parent_interrupt: str
+) -> ChildStep[O]:
+    problems = []
+    if not isinstance(child, Workflow):
+        problems.append(f"{child!r} is not a workflow member")
+    if on_parent_interrupt not in POLICIES:
+        problems.append(f"on_parent_interrupt is one of {POLICIES}, got {on_parent_interrupt!r}")
+    if isinstance(child, Workflow) and child.key is not None:
+        # a keyed start attaches to the execution its key names, which another parent or a
+        # client may have started: one child would then serve two parents, and the second
+        # would wait for a finish that never resumes it. The key a child runs under is derived.
+        problems.append(
+            f"{child!r} declares key=, which a child cannot apply (a child's key is derived from "
+            "its parent's start); declare a workflow without key= for children, or send the keyed "
+            "start from an activity"
+        )
+    if problems:
+        raise DeclarationError(f"child {workflow.name}.{name}", problems)
+    step: ChildStep[O] = ChildStep(
+        workflow=workflow, name=name, child=child, on_parent_interrupt=on_parent_interrupt
+    )
+    workflow._add(step)
+    return step
+
+
+def find_step(parent: Workflow[Any, Any], actor: ActorType[Any], child: Workflow[Any, Any]) -> ChildStep[Any]:
+    """The child step ``parent`` declared for ``child`` (what ``wf.start`` uses)."""
+    if child.actor is not actor:
+        raise EffectDefect(f"{child!r} is not a workflow of {actor.name}")
+    found = [s for s in parent.steps.values() if isinstance(s, ChildStep) and s.child is child]
+    if len(found) != 1:
+        what = "declares no child step" if not found else "declares several child steps"
+        raise EffectDefect(
+            f"{parent!r} {what} for {child!r}: declare one at module level "
+            f"({parent.name}.child('name', {child.name})), or await the step itself"
+        )
+    return found[0]
+
+
+@attrs.frozen(eq=False)
+class StartChild(Effect):
+    step: ChildStep[Any]
+    actor_id: str
+    input: Any
+
+
+@attrs.frozen(eq=False)
+class ChildHandle(Generic[O]):
+    """A started child: ``execution_id``, and ``await handle.result()`` (an effect: the parent
+    suspends until the child finishes) → ``Result`` of its output and errors."""
+
+    key: StepKey
+    execution_id: str
+    step: ChildStep[O]
+
+    def result(self) -> Awaitable[Result[O, Exception]]:
+        return cast("Awaitable[Result[O, Exception]]", ChildResult(handle=self))
+
+
+@attrs.frozen(eq=False)
+class ChildResult(Effect):
+    """Awaited under the occurrence of the start that made ``handle`` (it has no step of its own:
+    awaiting the result twice reads the same record)."""
+
+    handle: ChildHandle[Any]
+
+
 class Actor(ActorType[S]):
     """An actor type with workflow members: ``akter.Actor``. The kernel's ``Actor``
     (``akter.actor.declare``) knows commands and events; this layer adds ``workflow(...)`` and
@@ -279,6 +392,7 @@ class Workflow(Generic[I, O]):
             register_hold_commands,
             register_interrupt,
             register_retry,
+            register_start_child,
             register_start_with,
         )
 
@@ -329,8 +443,6 @@ class Workflow(Generic[I, O]):
         self.start_command: Command[Any, I, str] = register_commands(self)
         self.interrupt_command: Command[Any, Interrupt, None] = register_interrupt(self)
         self.retry_command: Command[Any, RetryExecution, None] = register_retry(self)
-        from akter.workflow.children import register_start_child
-
         register_start_child(actor)
         self.deadline_command: Command[Any, Interrupt, None] = register_deadline(self)
         self.start_with_command: Command[Any, Any, str] = register_start_with(self)
@@ -449,9 +561,7 @@ class Workflow(Generic[I, O]):
         """Declare a child step: this workflow starts executions of ``workflow`` (a member of
         another actor type, or of this one) and awaits them (``akter.workflow.children``).
         ``on_parent_interrupt``: ``"interrupt"`` (the default) or ``"run_on"``."""
-        from akter.workflow.children import declare
-
-        return declare(self, name, workflow, on_parent_interrupt)
+        return declare_child(self, name, workflow, on_parent_interrupt)
 
     def body(
         self, fn: Callable[[WorkflowContext, I], Awaitable[O]]

@@ -48,7 +48,16 @@ from akter import codec
 from akter.errors import CompensationFailed, CorruptRecord, EffectDefect, Interrupted
 from akter.workflow import children, exits
 from akter.workflow.context import Compensation, ContinueAsNew, WorkflowContext
-from akter.workflow.declare import ActivityCall, ActivityStep, Race, Sleep, Wait, Workflow
+from akter.workflow.declare import (
+    ActivityCall,
+    ActivityStep,
+    ChildResult,
+    Race,
+    Sleep,
+    StartChild,
+    Wait,
+    Workflow,
+)
 from akter.workflow.determinism import Now, RecordNow, resolve_now
 from akter.workflow.effects import All, Effect, as_coroutine
 from akter.workflow.exits import Ok, Outcome, Raise
@@ -542,7 +551,7 @@ class Driver:
             if last is not None and last.exit is not None:
                 return _decode_wait(effect, key, last.exit)
             return AwaitEvent(effect, key, last)
-        if isinstance(effect, children.StartChild | children.ChildResult):
+        if isinstance(effect, StartChild | ChildResult):
             ctx = self.ctx
             return children.resolve(effect, key, rows, ctx.execution_id, ctx.ref.tenant, ctx.run_number)
         if isinstance(effect, Now):

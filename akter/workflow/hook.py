@@ -54,7 +54,6 @@ from akter.outbox import queries as outbox_queries
 from akter.outbox.intents import encode_caller
 from akter.workflow import (
     child_serve,
-    children,
     claim,
     deadline,
     holds,
@@ -66,6 +65,7 @@ from akter.workflow import (
 from akter.workflow.commands import (
     LAYER,
     MAX_REASON,
+    ChildLinkMark,
     HoldMark,
     InterruptMark,
     ResumeMark,
@@ -178,7 +178,7 @@ def principal_caller(ref: ActorRef, turn: Turn[Any]) -> bytes:
 
 
 def _link(
-    record: Committed, base: dict[str, Any], item: children.ChildLinkMark, done: dict[str, prefix.Start]
+    record: Committed, base: dict[str, Any], item: ChildLinkMark, done: dict[str, prefix.Start]
 ) -> None:
     """A child's link to its parent; a child this turn finished names its parent in its row."""
     start = done.get(str(item.execution_id))
@@ -256,7 +256,7 @@ class WorkflowHook:
             elif isinstance(item, RetryMark):
                 await self._retry(conn, turn, base, item)
                 notify = True
-            elif isinstance(item, children.ChildLinkMark):
+            elif isinstance(item, ChildLinkMark):
                 _link(record, base, item, done)
             elif isinstance(item, HoldMark):
                 notify = await holds.apply(conn, turn, base, item) or notify

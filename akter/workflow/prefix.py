@@ -51,8 +51,7 @@ if TYPE_CHECKING:
     from akter.actor.kernel import Committed
     from akter.ids import ExecutionId
     from akter.store.listener import Listener
-    from akter.workflow.children import ChildLinkMark
-    from akter.workflow.commands import StartMark
+    from akter.workflow.commands import ChildLinkMark, StartMark
     from akter.workflow.declare import Workflow
 
 log = logging.getLogger("akter.workflow")

@@ -14,7 +14,6 @@ import pytest
 
 WORKFLOW_CYCLE = frozenset(
     {
-        "akter.workflow.children",
         "akter.workflow.commands",
         "akter.workflow.context",
         "akter.workflow.declare",
