@@ -77,11 +77,10 @@ from akter.ids import ActorRef
 from akter.operate.client import ActorHandle, Client, SyncClient
 from akter.operate.query import ExecutionFilter
 from akter.workflow.activity import ActivityContext, activity_context
-from akter.workflow.children import ChildHandle
 from akter.workflow.context import WorkflowContext
-from akter.workflow.declare import ActivityStep, Actor, Retry, Versions, Workflow
+from akter.workflow.declare import ActivityStep, Actor, ChildHandle, Workflow
 from akter.workflow.effects import all_ as all  # noqa: F401 -- public as akter.all, out of __all__
-from akter.workflow.key_policy import KeyReuse
+from akter.workflow.policies import KeyReuse, Retry, Versions
 from akter.workflow.run import Run, Status
 from akter.workflow.schedule_admin import ScheduleInfo, Schedules
 from akter.workflow.schedules import Schedule

@@ -13,9 +13,9 @@ knows the child's result schema, invariant 7)::
         results = await akter.all(*(fulfil.run("w-1", l) for l in o.lines), limit=10)
 
 ``wf.start(Actor, actor_id, Workflow, input)`` finds the child step the parent declared for
-``Workflow`` (``fulfil.start(actor_id, input)`` names it directly). How it travels (the SQL is
-``sql/functions/akter_wf_start_child.sql``, ``akter_wf_child_finished.sql`` and
-``akter_wf_suspend_children.sql``):
+``Workflow`` (``fulfil.start(actor_id, input)`` names it directly). How it travels (the SQL is in
+``sql/functions/``: ``akter_wf_start_child``, ``akter_wf_child_finished``,
+``akter_wf_suspend_children``):
 
 1. **Start** (``StartChild``, one occurrence of the child step): the parent's pass writes, in
    one fenced statement under the parent's lock, the child step row (pending, with the child's
@@ -32,9 +32,9 @@ knows the child's result schema, invariant 7)::
    the finished child's result (one query for every child it waits on) and copies it into the
    child step row, with its next write. A suspension re-checks for finished children under the
    row lock (``akter_wf_suspend_children``), so a finish never slips between the pass's read and
-   its suspension. Only the children a live branch awaits count there (``prefetch`` names them,
-   ``akter_wf_suspend_children``): a child started and not awaited yet, or awaited by a race's losing
-   branch, lets its parent rest (invariant 13), and a later await reads its result.
+   its suspension. Only the children a live branch awaits count there (``child_serve.prefetch`` names them):
+   a child started and not awaited yet, or awaited by a race's losing branch, lets its
+   parent rest (invariant 13), and a later await reads its result.
 
 The result is a ``returns.Result``: ``Success(output)``, or ``Failure`` of the child's declared
 error, ``Interrupted`` or a ``Defect`` — a child's failure never raises in the parent's body. It
@@ -48,129 +48,33 @@ derived from its parent's start, and a key that is silently not applied deduplic
 child it started whose result it has not recorded, unless the child step was declared with
 ``on_parent_interrupt="run_on"``. A child that finishes after its parent resumes nothing.
 
-This module holds the declarations, effects and needs (no I/O), the pass's side of them
-(``serve``, ``prefetch``) and the turn's side (``register_start_child``, ``LINK``); the driver, the pass
-and the hook call into it with a few lines each.
+The child step, its effects and its handle are declared with the other steps (``declare.py``),
+the internal start command with the member's other commands (``commands.py``). This module holds
+what the driver makes of a child effect (``resolve``, the needs, the derived ids, no I/O); the
+pass's side (``serve``, ``prefetch``) and the hook's (``LINK``) are ``child_serve.py``.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any, Generic, LiteralString, TypeVar, cast
+from typing import TYPE_CHECKING, Any
 
 import attrs
-from psycopg.rows import dict_row
-from returns.result import Result
 
-from akter import codec, telemetry
-from akter.actor.turn import Turn
-from akter.callers import Principal, System
-from akter.errors import CorruptRecord, EffectDefect, InvalidInput
+from akter.errors import CorruptRecord
 from akter.ids import ActorRef, ExecutionId
-from akter.outbox.intents import encode_caller
 from akter.workflow import exits
-from akter.workflow.commands import LAYER, stage_start
-from akter.workflow.declare import Step, Workflow, workflows_of
+from akter.workflow.declare import ChildHandle, ChildResult, ChildStep, StartChild, workflows_of
 from akter.workflow.effects import Effect
 from akter.workflow.exits import Ok, Outcome
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Mapping, Sequence
-
-    import psycopg_pool
+    from collections.abc import Mapping, Sequence
 
     from akter.actor.declare import Actor
-    from akter.workflow.driver import Driver, StepKey, StepRow
-    from akter.workflow.outcomes import Outcomes
+    from akter.workflow.history import StepKey, StepRow
 
-O = TypeVar("O")  # noqa: E741 -- the conventional name of an output type
-
-#: the internal command every actor type with workflows takes to start a child execution
-START_CHILD = "akter.wf.start_child"
-#: what a child does when its parent is interrupted
-POLICIES = ("interrupt", "run_on")
-
-
-# ---- declarations ---------------------------------------------------------------------------
-
-
-@attrs.frozen(eq=False)
-class ChildStep(Step, Generic[O]):
-    """A declared kind of child: ``Parent.child("name", ChildWorkflow)``. Each ``start`` (or
-    ``run``) is an occurrence of it, as each await of an activity is."""
-
-    child: Workflow[Any, O] = attrs.field(default=None)
-    on_parent_interrupt: str = "interrupt"
-
-    kind = "child"
-
-    @property
-    def success(self) -> Any:
-        return self.child.output
-
-    @property
-    def errors(self) -> tuple[type[Exception], ...]:
-        return self.child.errors
-
-    def start(self, actor_id: str, input: Any) -> Awaitable[ChildHandle[O]]:
-        """``await fulfil.start("w-1", line)``: start the child (once; a replay finds it) and
-        return its handle."""
-        self._check_running()
-        if not isinstance(actor_id, str):
-            raise EffectDefect(f"child {self.name!r} takes an actor id (str), got {type(actor_id).__name__}")
-        if not isinstance(input, self.child.input):
-            raise EffectDefect(
-                f"child {self.name!r} starts {self.child!r}, which takes a {self.child.input.__name__}, "
-                f"got {type(input).__name__}"
-            )
-        return cast("Awaitable[ChildHandle[O]]", StartChild(step=self, actor_id=actor_id, input=input))
-
-    async def run(self, actor_id: str, input: Any) -> Result[O, Exception]:
-        """``await fulfil.run("w-1", line)``: start the child and await its result."""
-        handle = await self.start(actor_id, input)
-        return await handle.result()
-
-
-def declare(
-    workflow: Workflow[Any, Any], name: str, child: Workflow[Any, O], on_parent_interrupt: str
-) -> ChildStep[O]:
-    from akter.errors import DeclarationError
-
-    problems = []
-    if not isinstance(child, Workflow):
-        problems.append(f"{child!r} is not a workflow member")
-    if on_parent_interrupt not in POLICIES:
-        problems.append(f"on_parent_interrupt is one of {POLICIES}, got {on_parent_interrupt!r}")
-    if isinstance(child, Workflow) and child.key is not None:
-        # a keyed start attaches to the execution its key names, which another parent or a
-        # client may have started: one child would then serve two parents, and the second
-        # would wait for a finish that never resumes it. The key a child runs under is derived.
-        problems.append(
-            f"{child!r} declares key=, which a child cannot apply (a child's key is derived from "
-            "its parent's start); declare a workflow without key= for children, or send the keyed "
-            "start from an activity"
-        )
-    if problems:
-        raise DeclarationError(f"child {workflow.name}.{name}", problems)
-    step: ChildStep[O] = ChildStep(
-        workflow=workflow, name=name, child=child, on_parent_interrupt=on_parent_interrupt
-    )
-    workflow._add(step)
-    return step
-
-
-def find_step(parent: Workflow[Any, Any], actor: Actor[Any], child: Workflow[Any, Any]) -> ChildStep[Any]:
-    """The child step ``parent`` declared for ``child`` (what ``wf.start`` uses)."""
-    if child.actor is not actor:
-        raise EffectDefect(f"{child!r} is not a workflow of {actor.name}")
-    found = [s for s in parent.steps.values() if isinstance(s, ChildStep) and s.child is child]
-    if len(found) != 1:
-        what = "declares no child step" if not found else "declares several child steps"
-        raise EffectDefect(
-            f"{parent!r} {what} for {child!r}: declare one at module level "
-            f"({parent.name}.child('name', {child.name})), or await the step itself"
-        )
-    return found[0]
+# ---- the App's check ------------------------------------------------------------------------
 
 
 def undeclared_children(actors: Mapping[str, Actor[Any]]) -> list[str]:
@@ -185,35 +89,7 @@ def undeclared_children(actors: Mapping[str, Actor[Any]]) -> list[str]:
     ]
 
 
-# ---- effects and handles --------------------------------------------------------------------
-
-
-@attrs.frozen(eq=False)
-class StartChild(Effect):
-    step: ChildStep[Any]
-    actor_id: str
-    input: Any
-
-
-@attrs.frozen(eq=False)
-class ChildHandle(Generic[O]):
-    """A started child: ``execution_id``, and ``await handle.result()`` (an effect: the parent
-    suspends until the child finishes) → ``Result`` of its output and errors."""
-
-    key: StepKey
-    execution_id: str
-    step: ChildStep[O]
-
-    def result(self) -> Awaitable[Result[O, Exception]]:
-        return cast("Awaitable[Result[O, Exception]]", ChildResult(handle=self))
-
-
-@attrs.frozen(eq=False)
-class ChildResult(Effect):
-    """Awaited under the occurrence of the start that made ``handle`` (it has no step of its own:
-    awaiting the result twice reads the same record)."""
-
-    handle: ChildHandle[Any]
+# ---- ids ------------------------------------------------------------------------------------
 
 
 def key_of(effect: Effect) -> StepKey | None:
@@ -272,216 +148,3 @@ def resolve(  # noqa: PLR0917 -- the driver's view of one child effect
     step = effect.handle.step
     # what a client reading the child gets: the interrupter was folded in when it was recorded
     return Ok(exits.execution_result(last.exit, step.child.output, step.child.errors))
-
-
-# ---- the pass's side ------------------------------------------------------------------------
-
-_CHILD_ARGS = (
-    "%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(generation)s, %(eid)s, %(bucket)s::smallint, "
-    "%(steps)s::text[], %(scopes)s::text[], %(occurrences)s::int[], %(attempts)s::int[], %(exits)s::bytea[]"
-)
-
-START: LiteralString = (
-    "SELECT fenced, settled, started, started_ms FROM akter_wf_start_child("
-    + _CHILD_ARGS
-    + ", %(step)s, %(scope)s, %(occurrence)s, %(child_id)s, %(child_rk)s, %(child_type)s,"
-    " %(child_actor_id)s, %(child_workflow)s, %(policy)s, %(command)s, %(payload)s, %(caller)s,"
-    " %(trace)s)"
-)
-
-# the suspension of an execution that has children (sql/functions/akter_wf_suspend_children.sql): the
-# parameters of queries.SUSPEND and the children the pass's live branches await (``awaited``)
-SUSPEND: LiteralString = (
-    "SELECT fenced, interrupt, unscanned FROM akter_wf_suspend_children("
-    + _CHILD_ARGS
-    + ", %(due)s, %(abandon)s::text[], %(knows_interrupt)s, %(abandoned)s, %(notify_within)s,"
-    " %(awaited)s::text[])"
-)
-
-# the finished children among those a pass waits on: a point read by each child's routing key
-FINISHED: LiteralString = """
-SELECT c.execution_id, c.result, c.interrupted_by, c.interrupt_reason
-  FROM unnest(%(child_rks)s::bigint[], %(child_ids)s::text[]) AS u(rk, eid)
-  JOIN actor_workflow_executions c ON c.routing_key = u.rk AND c.execution_id = u.eid
- WHERE c.status = 'finished'"""
-
-
-@attrs.frozen
-class ChildStartPayload:
-    """The internal start command's payload: which workflow, under which key, for which parent,
-    and the child's input as the codec stores it."""
-
-    workflow: str
-    key: str
-    parent: str
-    input: bytes
-    #: the child step's ``on_parent_interrupt``
-    on_parent_interrupt: str = "interrupt"
-
-
-def has_children(history: dict[StepKey, list[StepRow]]) -> bool:
-    return any(rows and rows[0].kind == "child" for rows in history.values())
-
-
-async def prefetch(
-    pool: psycopg_pool.AsyncConnectionPool[Any], needs: Sequence[object]
-) -> dict[str, bytes | None]:
-    """Read, in one query, which of the children the pass waits on have finished. Every child a
-    live branch awaits is a key of the answer (its result exit, None while it runs): those, and
-    only those, refuse the pass's suspension once finished (``SUSPEND``)."""
-    waiting = [n for n in needs if isinstance(n, AwaitChildNeed)]
-    results: dict[str, bytes | None] = dict.fromkeys((n.handle.execution_id for n in waiting), None)
-    if not waiting:
-        return results
-    eids = [ExecutionId.parse(n.handle.execution_id) for n in waiting]
-    async with pool.connection() as conn:
-        cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(
-            FINISHED, {"child_rks": [e.owner.routing_key for e in eids], "child_ids": [str(e) for e in eids]}
-        )
-        for r in await cur.fetchall():
-            results[r["execution_id"]] = _recorded(
-                bytes(r["result"]), r["interrupted_by"], r["interrupt_reason"]
-            )
-    return results
-
-
-def _recorded(result: bytes, by: str | None, reason: str | None) -> bytes:
-    """The child's result as its parent records it: with who asked for its interrupt and why
-    (which the child's row keeps beside its result), so the parent's replays read what a
-    client reading the child reads (``exits.execution_result``)."""
-    if by is None and reason is None:
-        return result
-    exit_ = codec.decode_primitive(result)
-    folded = exits.with_interrupter(exit_, by, reason)
-    return result if folded == exit_ else codec.encode(folded)
-
-
-def suspend_params(child_results: Mapping[str, bytes | None]) -> dict[str, Any]:
-    """``SUSPEND``'s own parameter: the children the pass's live branches await, as ``prefetch``
-    found them this round."""
-    return {"awaited": sorted(child_results)}
-
-
-async def serve(
-    need: StartChildNeed | AwaitChildNeed,
-    out: Outcomes,
-    driver: Driver,
-    child_results: Mapping[str, bytes | None],
-    principal: Principal | None,
-) -> bool | None:
-    """True: recorded (advance again; a row changed); None: the child is still running."""
-    from akter.workflow.driver import StepRow
-
-    if isinstance(need, AwaitChildNeed):
-        result = child_results.get(need.handle.execution_id)
-        if result is None:
-            return None
-        # recorded in the driver now, written with the pass's next write (outcomes.py)
-        out.add((need.key, 1, result))
-        driver.record(StepRow(need.key, 1, "child", codec.decode_primitive(result)))
-        return True
-    effect, eid = need.effect, need.eid
-    step, child = effect.step, effect.step.child
-    payload = ChildStartPayload(
-        workflow=child.name,
-        key=eid.key,
-        parent=out.params["eid"],
-        input=codec.encode(effect.input, child.input),
-        on_parent_interrupt=step.on_parent_interrupt,
-    )
-    caller = System(source="workflow", ref=out.params["eid"], on_behalf_of=principal)
-    row = await out.carrying(
-        START,
-        {
-            "step": need.key.step,
-            "scope": need.key.scope,
-            "occurrence": need.key.occurrence,
-            "child_id": str(eid),
-            "child_rk": eid.owner.routing_key,
-            "child_type": eid.owner.actor_type,
-            "child_actor_id": eid.owner.actor_id,
-            "child_workflow": child.name,
-            "policy": step.on_parent_interrupt,
-            "command": START_CHILD,
-            "payload": codec.encode(payload, ChildStartPayload),
-            "caller": encode_caller(caller),
-            "trace": telemetry.carrier(),
-        },
-    )
-    driver.record(StepRow(need.key, 1, "child", None, None, row["started_ms"] or 0))
-    return True
-
-
-# ---- the turn's side ------------------------------------------------------------------------
-
-
-@attrs.frozen
-class ChildLinkMark:
-    """Staged by the start command: the child's execution row names its parent."""
-
-    execution_id: ExecutionId
-    parent: ExecutionId
-    on_parent_interrupt: str = "interrupt"
-
-
-# The child's row names its parent. A parent that already ended interrupted (its interrupt of
-# this child, sent at its finish, reached this actor before this start and found nothing) is read
-# here, after the start turn holds the child's lock: the child then gets that interrupt from its
-# own outbox, delivered after this turn commits. A parent that ends after this read sends its
-# interrupt after this turn took the lock, so that one waits for the lock and finds the child.
-LINK: LiteralString = """
-WITH link AS (
-    UPDATE actor_workflow_executions
-       SET parent_id = %(parent)s, parent_type = %(parent_type)s, parent_actor_id = %(parent_actor_id)s
-     WHERE routing_key = %(rk)s AND execution_id = %(eid)s AND parent_id IS NULL
-    RETURNING principal, trace_context),
-late AS (
-    SELECT 1 FROM actor_workflow_executions p
-     WHERE p.routing_key = %(parent_rk)s AND p.execution_id = %(parent)s
-       AND p.status = 'finished' AND p.interrupt AND %(policy)s = 'interrupt'),
-wake AS (SELECT pg_notify('akter_outbox', CAST(%(bucket)s AS text)) FROM late)
-INSERT INTO actor_outbox (routing_key, tenant, actor_type, actor_id, intent_id, bucket, due_at,
-                          timer_key, target_type, target_id, command, payload, caller, created_at,
-                          trace_context)
-SELECT %(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, akter_mint_intent_id(NULL), %(bucket)s,
-       akter_now(), NULL, %(actor_type)s, %(actor_id)s, %(interrupt)s, %(reason)s, link.principal,
-       akter_now(), link.trace_context
-  FROM link, late, wake"""
-
-
-def link_params(item: ChildLinkMark) -> dict[str, Any]:
-    from akter.workflow.commands import Interrupt
-
-    reason = Interrupt(str(item.execution_id), f"its parent {item.parent} was interrupted")
-    return {
-        "eid": str(item.execution_id),
-        "parent": str(item.parent),
-        "parent_rk": item.parent.owner.routing_key,
-        "parent_type": item.parent.owner.actor_type,
-        "parent_actor_id": item.parent.owner.actor_id,
-        "policy": item.on_parent_interrupt,
-        "interrupt": f"akter.wf.interrupt:{item.execution_id.workflow}",
-        "reason": codec.encode(reason, Interrupt),
-    }
-
-
-def register_start_child(actor: Actor[Any]) -> None:
-    """The internal start command of ``actor`` (once per actor type with workflows)."""
-    if START_CHILD in actor.commands:
-        return
-
-    def start_child(turn: Turn[Any], payload: ChildStartPayload) -> str:
-        workflow = workflows_of(actor).get(payload.workflow)
-        if workflow is None:
-            raise InvalidInput(f"{turn.ref.actor_type} declares no workflow {payload.workflow!r}")
-        parent = ExecutionId.parse(payload.parent)
-        if parent.owner.tenant != turn.ref.tenant:
-            raise InvalidInput("a child is started in its parent's tenant")
-        value: Any = codec.decode(payload.input, workflow.input)
-        eid = stage_start(turn, workflow, value, payload.key)
-        turn.stage(LAYER, ChildLinkMark(ExecutionId.parse(eid), parent, payload.on_parent_interrupt))
-        return eid
-
-    start_child.__annotations__ = {"turn": Turn, "payload": ChildStartPayload, "return": str}
-    actor.internal_command(START_CHILD, start_child, renewable=True)  # a second start attaches

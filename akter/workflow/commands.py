@@ -30,19 +30,22 @@ another turn: the execution row is written in that turn's transaction.
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from akter import codec
 from akter.actor import limits
 from akter.actor.turn import Turn
 from akter.callers import Anonymous, Caller, System, User, principal_of
-from akter.errors import CorruptRecord, InvalidExecutionId
+from akter.errors import CorruptRecord, InvalidExecutionId, InvalidInput
 from akter.ids import ActorRef, ExecutionId
+from akter.workflow.declare import workflows_of
 from akter.workflow.queries import RESUME
 
 if TYPE_CHECKING:
-    from akter.actor.declare import Command
+    from akter.actor.declare import Actor, Command
     from akter.workflow.declare import Workflow
 
 LAYER = "workflow"
@@ -100,6 +103,58 @@ class RetryMark:
 
     workflow: Workflow[Any, Any]
     execution_id: str
+
+
+@attrs.frozen
+class Pause:
+    execution_id: str
+    reason: str | None = None
+
+
+@attrs.frozen
+class Unpause:
+    execution_id: str
+
+
+@attrs.frozen
+class Resolve:
+    """A resolution of an execution that needs attention. ``value``: for ``result``, the JSON
+    of the value as primitives of the step's success type; for ``error``, the JSON of
+    ``{"type": <declared class name>, "value": <its fields>}``. ``step``, ``scope``,
+    ``occurrence`` and ``attempt`` name the attempt the operator saw waiting (``step`` None: the
+    passes failed); ``expect`` false skips that check."""
+
+    execution_id: str
+    decision: str
+    value: str | None = None
+    step: str | None = None
+    scope: str | None = None
+    occurrence: int | None = None
+    attempt: int | None = None
+    expect: bool = True
+    reason: str | None = None
+
+
+@attrs.frozen
+class HoldMark:
+    """A pause, unpause or resolution as sent; the hook applies it under the row lock."""
+
+    workflow: Workflow[Any, Any]
+    payload: Pause | Unpause | Resolve
+
+
+def register_hold_commands(
+    workflow: Workflow[Any, Any],
+) -> tuple[Command[Any, Pause, None], Command[Any, Unpause, None], Command[Any, Resolve, None]]:
+    made = []
+    for verb, payload_type in (("pause", Pause), ("unpause", Unpause), ("resolve", Resolve)):
+
+        def handler(turn: Turn[Any], payload: Any) -> None:
+            turn.stage(LAYER, HoldMark(workflow, payload))
+
+        handler.__annotations__ = {"turn": Turn, "payload": payload_type, "return": None}
+        made.append(workflow.actor.member_command(f"akter.wf.{verb}:{workflow.name}", handler))
+    return made[0], made[1], made[2]
 
 
 _RETRY_SUFFIX = re.compile(r"~retry([0-9]*)\Z")
@@ -172,6 +227,19 @@ def decode_interrupter(key: str | None) -> Caller | None:
     raise CorruptRecord(f"interrupted_by holds {key!r}, which names no caller")
 
 
+def command_name(workflow: Workflow[Any, Any]) -> str:
+    return f"akter.wf.deadline:{workflow.name}"
+
+
+def check_timeout(timeout: object, what: str) -> int | None:
+    """A timeout as milliseconds; ``InvalidInput`` unless a positive ``timedelta`` (or None)."""
+    if timeout is None:
+        return None
+    if not isinstance(timeout, timedelta) or timeout <= timedelta(0):
+        raise InvalidInput(f"{what} takes a positive timedelta, got {timeout!r}")
+    return timeout // timedelta(milliseconds=1)
+
+
 def register_commands(workflow: Workflow[Any, Any]) -> Command[Any, Any, str]:
     actor = workflow.actor
 
@@ -201,6 +269,99 @@ def register_retry(workflow: Workflow[Any, Any]) -> Command[Any, RetryExecution,
 
     retry.__annotations__ = {"turn": Turn, "payload": RetryExecution, "return": None}
     return workflow.actor.member_command(f"akter.wf.retry:{workflow.name}", retry)
+
+
+def register_deadline(workflow: Workflow[Any, Any]) -> Command[Any, Interrupt, None]:
+    """The internal command a deadline intent delivers: an interrupt, checked and written by
+    the workflow hook exactly as ``run.interrupt()``'s is."""
+
+    def deadline(turn: Turn[Any], payload: Interrupt) -> None:
+        turn.stage(LAYER, InterruptMark(workflow, payload.execution_id, payload.reason))
+
+    deadline.__annotations__ = {"turn": Turn, "payload": Interrupt, "return": None}
+    # renewable: an interrupt of a finished or already interrupted execution changes nothing
+    return workflow.actor.internal_command(command_name(workflow), deadline, renewable=True)
+
+
+def register_start_with(workflow: Workflow[Any, Any]) -> Command[Any, Any, str]:
+    """``akter.wf.start:<workflow>`` (public, under the access policy): a start with options —
+    what ``start(..., timeout=)`` sends. Its payload is the input and the timeout."""
+    options = attrs.make_class(
+        "StartWith",
+        {
+            "input": attrs.field(type=workflow.input),
+            "timeout_ms": attrs.field(type=int | None, default=None),  # type: ignore[arg-type]
+        },
+        frozen=True,
+    )
+
+    def start_with(turn: Turn[Any], payload: Any) -> str:
+        ms = (
+            check_timeout(timedelta(milliseconds=payload.timeout_ms), "timeout")
+            if payload.timeout_ms
+            else None
+        )
+        return stage_start(turn, workflow, payload.input, timeout_ms=ms)
+
+    start_with.__annotations__ = {"turn": Turn, "payload": options, "return": str}
+    actor = workflow.actor
+    command: Command[Any, Any, str] = actor.member_command(f"akter.wf.start:{workflow.name}", start_with)
+    # a start with options is a start: the actor's policy is asked about the start command, so
+    # a policy that restricts ``Workflow.start_command`` cannot be bypassed by adding a timeout
+    policy = actor.access
+
+    def access(caller: Any, asked: Any) -> bool:
+        return policy(caller, workflow.start_command if asked is command else asked)
+
+    actor.access = access
+    return command
+
+
+#: the internal command every actor type with workflows takes to start a child execution
+START_CHILD = "akter.wf.start_child"
+
+
+@attrs.frozen
+class ChildStartPayload:
+    """The internal start command's payload: which workflow, under which key, for which parent,
+    and the child's input as the codec stores it."""
+
+    workflow: str
+    key: str
+    parent: str
+    input: bytes
+    #: the child step's ``on_parent_interrupt``
+    on_parent_interrupt: str = "interrupt"
+
+
+@attrs.frozen
+class ChildLinkMark:
+    """Staged by the start command: the child's execution row names its parent."""
+
+    execution_id: ExecutionId
+    parent: ExecutionId
+    on_parent_interrupt: str = "interrupt"
+
+
+def register_start_child(actor: Actor[Any]) -> None:
+    """The internal start command of ``actor`` (once per actor type with workflows)."""
+    if START_CHILD in actor.commands:
+        return
+
+    def start_child(turn: Turn[Any], payload: ChildStartPayload) -> str:
+        workflow = workflows_of(actor).get(payload.workflow)
+        if workflow is None:
+            raise InvalidInput(f"{turn.ref.actor_type} declares no workflow {payload.workflow!r}")
+        parent = ExecutionId.parse(payload.parent)
+        if parent.owner.tenant != turn.ref.tenant:
+            raise InvalidInput("a child is started in its parent's tenant")
+        value: Any = codec.decode(payload.input, workflow.input)
+        eid = stage_start(turn, workflow, value, payload.key)
+        turn.stage(LAYER, ChildLinkMark(ExecutionId.parse(eid), parent, payload.on_parent_interrupt))
+        return eid
+
+    start_child.__annotations__ = {"turn": Turn, "payload": ChildStartPayload, "return": str}
+    actor.internal_command(START_CHILD, start_child, renewable=True)  # a second start attaches
 
 
 def _resume(turn: Turn[Any], payload: Resume) -> None:

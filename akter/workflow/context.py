@@ -1,4 +1,5 @@
-"""``WorkflowContext``: what a body sees as its first argument, and the running-driver marker.
+"""``WorkflowContext``: what a body sees as its first argument (the running-driver marker it
+consults is ``running.py``).
 
 The context is rebuilt by every pass from the execution's durable record (tenant, principal,
 key, version markers), never from whoever triggered the pass (invariant 9).
@@ -6,78 +7,33 @@ key, version markers), never from whoever triggered the pass (invariant 9).
 
 from __future__ import annotations
 
-import contextvars
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 from akter.callers import Principal
 from akter.ids import ActorRef
+from akter.workflow.running import current_driver
 
 if TYPE_CHECKING:
     from returns.result import Result
 
     from akter.actor.declare import Actor
-    from akter.workflow.children import ChildHandle, ChildStep
-    from akter.workflow.declare import Workflow
+    from akter.workflow.declare import ChildHandle, ChildStep, Workflow
 
 T = TypeVar("T")
 I = TypeVar("I")  # noqa: E741 -- a child workflow's input type
 O = TypeVar("O")  # noqa: E741 -- the conventional name of an output type
 
 
-class Branch(Protocol):
-    """The fiber a scheduler is stepping: the body or one branch of a race or ``akter.all``."""
+class ContinueAsNew(BaseException):
+    """Raised by ``wf.continue_as_new(payload)``; ends the run and starts the next one (the pass
+    sends the write, ``continue_as_new.py``)."""
 
-    @property
-    def scope(self) -> str:
-        """Where the fiber is: ``""`` for the body, a branch's path otherwise (``StepKey.scope``)."""
-
-    @property
-    def counts(self) -> dict[str, int]:
-        """How many times the fiber has awaited each step so far (and the seeded helpers' count)."""
-
-    @property
-    def live(self) -> bool:
-        """Whether the fiber runs past what this pass replayed (a log line is emitted only then)."""
-
-
-class Scheduler(Protocol):
-    """What a body's helpers (this context, ``determinism.py``, a step's check that it belongs to
-    the workflow running) need of the driver that steps the body. ``driver.Driver`` implements
-    it; neither this module nor ``determinism.py`` imports the driver."""
-
-    @property
-    def workflow(self) -> Workflow[Any, Any]: ...
-
-    @property
-    def ctx(self) -> WorkflowContext: ...
-
-    @property
-    def current(self) -> Branch | None:
-        """The fiber being stepped, ``None`` between steps (the pass closing the body)."""
-
-    @property
-    def held_logs(self) -> list[Any] | None:
-        """Where a start's prefix holds its body's log records until its turn commits (``prefix.py``);
-        ``None`` in a pass, which emits them at once."""
-
-
-_driver: contextvars.ContextVar[Scheduler | None] = contextvars.ContextVar("akter_driver", default=None)
-
-
-def current_driver() -> Scheduler | None:
-    """The driver stepping a body right now in this context, if any."""
-    return _driver.get()
-
-
-def set_driver(driver: Scheduler | None) -> contextvars.Token[Scheduler | None]:
-    return _driver.set(driver)
-
-
-def reset_driver(token: contextvars.Token[Scheduler | None]) -> None:
-    _driver.reset(token)
+    def __init__(self, payload: Any) -> None:
+        self.payload = payload
+        super().__init__("continue as new")
 
 
 class Compensation:
@@ -145,8 +101,6 @@ class WorkflowContext:
         """End this run and start the next run of the same execution with ``payload``, in one
         fenced transaction that keeps the execution id and its event cursor
         (``continue_as_new.py``). Never returns; compensations do not run, finalizers do."""
-        from akter.workflow.continue_as_new import ContinueAsNew
-
         raise ContinueAsNew(payload)
 
     def version(self, name: str) -> int:
@@ -172,7 +126,7 @@ class WorkflowContext:
         """``await wf.start(Warehouse, "w-1", Fulfil, line)``: start a child execution of
         ``workflow`` (a member of ``actor``) through the child step this workflow declared for
         it (``Parent.child(...)``); returns its ``ChildHandle`` (``await handle.result()``)."""
-        from akter.workflow.children import find_step
+        from akter.workflow.declare import find_step
 
         return await self._child_step(actor, workflow, find_step).start(actor_id, input)
 
@@ -180,7 +134,7 @@ class WorkflowContext:
         self, actor: Actor[Any], actor_id: str, workflow: Workflow[I, O], input: I
     ) -> Result[O, Exception]:
         """``await wf.run(...)``: ``start`` and await the child's result, a ``Result``."""
-        from akter.workflow.children import find_step
+        from akter.workflow.declare import find_step
 
         return await self._child_step(actor, workflow, find_step).run(actor_id, input)
 

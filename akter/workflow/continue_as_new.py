@@ -4,7 +4,7 @@ Every pass replays the run's whole history, so a body that loops for months gets
 every step, and its rows grow without bound. ``wf.continue_as_new(payload)`` raises
 ``ContinueAsNew`` (a ``BaseException``, so no ``except Exception`` in the body takes it); once the
 body's finalizers ran (its compensations do not: the run succeeded), the pass sends one fenced
-statement (``sql/functions/akter_wf_continue.sql``) that
+statement (``akter_wf_continue``, ``sql/functions/akter_wf_continue.sql``) that
 
 * records the ended run in ``actor_workflow_runs`` (its number, input, step count, times) — the
   link the timeline follows from one run to the next;
@@ -36,18 +36,11 @@ from akter.errors import InvalidInput
 from akter.workflow import manifest
 
 if TYPE_CHECKING:
+    from akter.workflow.context import ContinueAsNew
     from akter.workflow.declare import Workflow
 
 
-class ContinueAsNew(BaseException):
-    """Raised by ``wf.continue_as_new(payload)``; ends the run and starts the next one."""
-
-    def __init__(self, payload: Any) -> None:
-        self.payload = payload
-        super().__init__("continue as new")
-
-
-# Continue (a lock-first function, after the settles of akter_wf_settle_many).
+# Continue (a lock-first function, sql/functions/akter_wf_continue.sql, after akter_wf_settle_steps).
 CONTINUE = """
 SELECT fenced, continued
   FROM akter_wf_continue(%(rk)s, %(tenant)s, %(actor_type)s, %(actor_id)s, %(generation)s, %(eid)s,

@@ -25,16 +25,12 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final, LiteralString
 
 from akter import codec
-from akter.actor.turn import Turn
 from akter.callers import System
-from akter.errors import InvalidInput
 from akter.outbox.intents import encode_caller
-from akter.workflow.commands import LAYER, Interrupt, InterruptMark
+from akter.workflow.commands import Interrupt, command_name
 
 if TYPE_CHECKING:
-    from akter.actor.declare import Command
     from akter.workflow.commands import StartMark
-    from akter.workflow.declare import Workflow
 
 #: the outbox timer key prefix of deadlines (``wf:`` is the execution's own timer)
 KEY_PREFIX = "wfdl:"
@@ -62,33 +58,8 @@ DO UPDATE SET intent_id = excluded.intent_id, due_at = excluded.due_at, payload 
               trace_context = excluded.trace_context"""
 
 
-def command_name(workflow: Workflow[Any, Any]) -> str:
-    return f"akter.wf.deadline:{workflow.name}"
-
-
-def check_timeout(timeout: object, what: str) -> int | None:
-    """A timeout as milliseconds; ``InvalidInput`` unless a positive ``timedelta`` (or None)."""
-    if timeout is None:
-        return None
-    if not isinstance(timeout, timedelta) or timeout <= timedelta(0):
-        raise InvalidInput(f"{what} takes a positive timedelta, got {timeout!r}")
-    return timeout // timedelta(milliseconds=1)
-
-
 def reason(timeout_ms: int) -> str:
     return f"deadline of {timedelta(milliseconds=timeout_ms)} passed"
-
-
-def register(workflow: Workflow[Any, Any]) -> Command[Any, Interrupt, None]:
-    """The internal command a deadline intent delivers: an interrupt, checked and written by
-    the workflow hook exactly as ``run.interrupt()``'s is."""
-
-    def deadline(turn: Turn[Any], payload: Interrupt) -> None:
-        turn.stage(LAYER, InterruptMark(workflow, payload.execution_id, payload.reason))
-
-    deadline.__annotations__ = {"turn": Turn, "payload": Interrupt, "return": None}
-    # renewable: an interrupt of a finished or already interrupted execution changes nothing
-    return workflow.actor.internal_command(command_name(workflow), deadline, renewable=True)
 
 
 def arm_params(base: dict[str, Any], item: StartMark) -> dict[str, Any] | None:
@@ -105,41 +76,3 @@ def arm_params(base: dict[str, Any], item: StartMark) -> dict[str, Any] | None:
         "payload": codec.frame(codec.check(payload, Interrupt)),
         "caller": encode_caller(CALLER),
     }
-
-
-def register_start_with(workflow: Workflow[Any, Any]) -> Command[Any, Any, str]:
-    """``akter.wf.start:<workflow>`` (public, under the access policy): a start with options —
-    what ``start(..., timeout=)`` sends. Its payload is the input and the timeout."""
-    import attrs
-
-    from akter.workflow.commands import stage_start
-
-    options = attrs.make_class(
-        "StartWith",
-        {
-            "input": attrs.field(type=workflow.input),
-            "timeout_ms": attrs.field(type=int | None, default=None),  # type: ignore[arg-type]
-        },
-        frozen=True,
-    )
-
-    def start_with(turn: Turn[Any], payload: Any) -> str:
-        ms = (
-            check_timeout(timedelta(milliseconds=payload.timeout_ms), "timeout")
-            if payload.timeout_ms
-            else None
-        )
-        return stage_start(turn, workflow, payload.input, timeout_ms=ms)
-
-    start_with.__annotations__ = {"turn": Turn, "payload": options, "return": str}
-    actor = workflow.actor
-    command: Command[Any, Any, str] = actor.member_command(f"akter.wf.start:{workflow.name}", start_with)
-    # a start with options is a start: the actor's policy is asked about the start command, so
-    # a policy that restricts ``Workflow.start_command`` cannot be bypassed by adding a timeout
-    policy = actor.access
-
-    def access(caller: Any, asked: Any) -> bool:
-        return policy(caller, workflow.start_command if asked is command else asked)
-
-    actor.access = access
-    return command

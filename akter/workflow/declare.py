@@ -25,7 +25,6 @@ unstorable one is refused here with its path.
 from __future__ import annotations
 
 import inspect
-import math
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
@@ -37,14 +36,18 @@ from returns.maybe import Maybe
 from akter import codec, tagged
 from akter.actor.declare import Actor as ActorType
 from akter.errors import DeclarationError, EffectDefect
+from akter.workflow.effects import Effect
+from akter.workflow.policies import KeyReuse, Retry, Versions
+from akter.workflow.running import current_driver
 
 if TYPE_CHECKING:
+    from returns.result import Result
+
     from akter.actor.declare import Command
     from akter.actor.turn import Turn
-    from akter.workflow.children import ChildStep
     from akter.workflow.commands import Interrupt, RetryExecution
     from akter.workflow.context import WorkflowContext
-    from akter.workflow.key_policy import KeyReuse
+    from akter.workflow.history import StepKey
     from akter.workflow.schedules import Schedule
 
 S = TypeVar("S")
@@ -87,125 +90,6 @@ def _error_problems(errors: Sequence[type[Exception]]) -> list[str]:
     return problems
 
 
-@attrs.frozen
-class Backoff:
-    """Delay before attempt ``n + 1`` after attempt ``n`` failed: ``base * factor ** (n - 1)``,
-    at most ``cap`` — the longest wait between two attempts, however many there are. Built by
-    ``Retry.exponential`` and ``Retry.constant``; not a public name of its own."""
-
-    base: timedelta = timedelta(0)
-    factor: float = 2.0
-    cap: timedelta = timedelta(minutes=10)
-
-    def __attrs_post_init__(self) -> None:
-        problems = []
-        if not isinstance(self.base, timedelta) or self.base < timedelta(0):
-            problems.append(f"base must be a non-negative timedelta, got {self.base!r}")
-        if (
-            not isinstance(self.factor, int | float)
-            or isinstance(self.factor, bool)
-            or not math.isfinite(self.factor)
-            or self.factor < 1
-        ):
-            problems.append(f"factor must be a finite number of at least 1, got {self.factor!r}")
-        if not isinstance(self.cap, timedelta) or self.cap < timedelta(0):
-            problems.append(f"cap must be a non-negative timedelta, got {self.cap!r}")
-        elif isinstance(self.base, timedelta) and self.cap < self.base:
-            problems.append(f"cap must be at least base ({self.cap} < {self.base})")
-        if problems:
-            raise DeclarationError(
-                f"Backoff(base={self.base!r}, factor={self.factor!r}, cap={self.cap!r})", problems
-            )
-
-    def delay(self, attempt: int) -> timedelta:
-        # in log space: factor ** (attempt - 1) overflows a float long before an unlimited
-        # retry's attempt count stops growing
-        if self.base == timedelta(0) or self.factor == 1:
-            return min(self.base, self.cap)
-        if (attempt - 1) * math.log(self.factor) >= math.log(self.cap / self.base):
-            return self.cap
-        return min(self.base * (self.factor ** (attempt - 1)), self.cap)
-
-
-#: what ``Retry(times=None)`` waits between attempts unless told: 1 s, doubling, at most 10 min
-UNLIMITED_BACKOFF = Backoff(base=timedelta(seconds=1), factor=2.0, cap=timedelta(minutes=10))
-
-
-def _default_backoff(times: object) -> Backoff:
-    # no pause between a few attempts, as before; an unlimited retry always pauses, or it spins
-    return UNLIMITED_BACKOFF if times is None else Backoff()
-
-
-@attrs.frozen
-class Retry:
-    """``times`` attempts in all (1 = no retry; ``None`` = no limit: retried until it succeeds,
-    fails with a declared error, or the execution is interrupted — by a person or by the
-    workflow's ``timeout=``), each after ``backoff.delay(attempt)``, never more than
-    ``backoff.cap`` apart (by default, no pause for a limited retry and ``UNLIMITED_BACKOFF`` for an
-    unlimited one, which must pause). Declared errors are never retried: they are business outcomes.
-    Defects (other exceptions, timeouts) are retried until attempts run out."""
-
-    times: int | None = 1
-    backoff: Backoff = attrs.field(
-        default=attrs.Factory(lambda retry: _default_backoff(retry.times), takes_self=True)
-    )
-
-    def __attrs_post_init__(self) -> None:
-        problems = []
-        if self.times is not None and (
-            not isinstance(self.times, int) or isinstance(self.times, bool) or self.times < 1
-        ):
-            problems.append(
-                "times must be a positive int (at least one attempt), or None for no limit; "
-                f"got {self.times!r}"
-            )
-        if not isinstance(self.backoff, Backoff):
-            problems.append(
-                "backoff must be a Backoff (akter.Retry.exponential(...) or akter.Retry.constant(...) "
-                f"build one), got {self.backoff!r}"
-            )
-        elif self.times is None and self.backoff.base <= timedelta(0):
-            problems.append(
-                "unlimited retries need a backoff with a positive base, e.g. "
-                "akter.Retry.exponential(timedelta(seconds=1), times=None): without one a failing "
-                "activity is retried without pause, forever"
-            )
-        if problems:
-            raise DeclarationError(f"Retry(times={self.times!r}, backoff={self.backoff!r})", problems)
-
-    @classmethod
-    def exponential(
-        cls,
-        base: timedelta,
-        *,
-        times: int | None,
-        factor: float = 2.0,
-        cap: timedelta = timedelta(minutes=10),
-    ) -> Retry:
-        """``times`` attempts, attempt ``n + 1`` ``base * factor ** (n - 1)`` after attempt ``n``
-        failed, never more than ``cap`` apart: ``akter.Retry.exponential(timedelta(seconds=1),
-        times=5)``."""
-        return cls(times=times, backoff=Backoff(base=base, factor=factor, cap=cap))
-
-    @classmethod
-    def constant(cls, delay: timedelta, *, times: int | None) -> Retry:
-        """``times`` attempts, each ``delay`` after the last failed."""
-        return cls(times=times, backoff=Backoff(base=delay, factor=1.0, cap=delay))
-
-    def exhausted(self, attempt: int) -> bool:
-        """Whether attempt ``attempt`` was the last this policy allows."""
-        return self.times is not None and attempt >= self.times
-
-
-@attrs.frozen
-class Versions:
-    """A version marker's range: executions record ``current`` at start; an execution whose
-    recorded marker is outside ``min..current`` cannot be replayed by this code."""
-
-    current: int
-    min: int = 0
-
-
 @attrs.frozen(eq=False)
 class Step:
     workflow: Workflow[Any, Any]
@@ -219,8 +103,6 @@ class Step:
         return f"{self.workflow.actor.name}.{self.workflow.name}.{self.name}"
 
     def _check_running(self) -> None:
-        from akter.workflow.context import current_driver
-
         driver = current_driver()
         if driver is not None and driver.workflow is not self.workflow:
             raise EffectDefect(
@@ -243,8 +125,6 @@ class ActivityStep(Step, Generic[T]):
     def __call__(self, fn: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any) -> Awaitable[T]:
         """``await reserve(fn, *args)``: run ``fn`` once (per attempt), record its result, replay
         it afterwards. ``fn`` may be sync (run in a worker thread) or async."""
-        from akter.workflow.effects import ActivityCall
-
         self._check_running()
         return cast("Awaitable[T]", ActivityCall(step=self, fn=fn, args=args, kwargs=kwargs))
 
@@ -257,8 +137,6 @@ class SleepStep(Step):
     kind = "clock"
 
     def __call__(self, duration: timedelta) -> Awaitable[None]:
-        from akter.workflow.effects import Sleep
-
         self._check_running()
         if not isinstance(duration, timedelta) or duration < timedelta(0):
             raise EffectDefect(f"sleep {self.name!r} takes a non-negative timedelta, got {duration!r}")
@@ -276,8 +154,6 @@ class WaitStep(Step, Generic[E]):
     ) -> Awaitable[Maybe[E]]:
         """``await paid(where=..., timeout=...)`` → ``Maybe[Event]``: the lowest-sequence
         matching event of the owner after the execution's cursor, or ``Nothing`` on timeout."""
-        from akter.workflow.effects import Wait
-
         self._check_running()
         return cast("Awaitable[Maybe[E]]", Wait(step=self, where=where, timeout=timeout))
 
@@ -289,12 +165,151 @@ class RaceStep(Step):
     def run(self, *branches: Any) -> Any:
         """``await deadline.run(a, b, ...)``: the first branch to finish wins; its exit is
         recorded as this step and the others are interrupted."""
-        from akter.workflow.effects import Race
-
         self._check_running()
         if len(branches) < 2:
             raise EffectDefect(f"race {self.name!r} needs at least two branches")
         return Race(step=self, branches=branches)
+
+
+# ---- the effects a step's call returns (``effects.py`` says what awaiting one does) -----------
+
+
+@attrs.frozen(eq=False)
+class ActivityCall(Effect):
+    step: ActivityStep[Any]
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+@attrs.frozen(eq=False)
+class Sleep(Effect):
+    step: SleepStep
+    duration: timedelta
+
+
+@attrs.frozen(eq=False)
+class Wait(Effect):
+    step: WaitStep[Any]
+    where: Callable[[Any], bool] | None
+    timeout: timedelta | None
+
+
+@attrs.frozen(eq=False)
+class Race(Effect):
+    step: RaceStep
+    branches: tuple[Any, ...]
+
+
+# ---- child steps: a body starts a workflow member and awaits it (``children.py``) -------------
+
+#: what a child does when its parent is interrupted
+POLICIES = ("interrupt", "run_on")
+
+
+@attrs.frozen(eq=False)
+class ChildStep(Step, Generic[O]):
+    """A declared kind of child: ``Parent.child("name", ChildWorkflow)``. Each ``start`` (or
+    ``run``) is an occurrence of it, as each await of an activity is."""
+
+    child: Workflow[Any, O] = attrs.field(default=None)
+    on_parent_interrupt: str = "interrupt"
+
+    kind = "child"
+
+    @property
+    def success(self) -> Any:
+        return self.child.output
+
+    @property
+    def errors(self) -> tuple[type[Exception], ...]:
+        return self.child.errors
+
+    def start(self, actor_id: str, input: Any) -> Awaitable[ChildHandle[O]]:
+        """``await fulfil.start("w-1", line)``: start the child (once; a replay finds it) and
+        return its handle."""
+        self._check_running()
+        if not isinstance(actor_id, str):
+            raise EffectDefect(f"child {self.name!r} takes an actor id (str), got {type(actor_id).__name__}")
+        if not isinstance(input, self.child.input):
+            raise EffectDefect(
+                f"child {self.name!r} starts {self.child!r}, which takes a {self.child.input.__name__}, "
+                f"got {type(input).__name__}"
+            )
+        return cast("Awaitable[ChildHandle[O]]", StartChild(step=self, actor_id=actor_id, input=input))
+
+    async def run(self, actor_id: str, input: Any) -> Result[O, Exception]:
+        """``await fulfil.run("w-1", line)``: start the child and await its result."""
+        handle = await self.start(actor_id, input)
+        return await handle.result()
+
+
+def declare_child(
+    workflow: Workflow[Any, Any], name: str, child: Workflow[Any, O], on_parent_interrupt: str
+) -> ChildStep[O]:
+    problems = []
+    if not isinstance(child, Workflow):
+        problems.append(f"{child!r} is not a workflow member")
+    if on_parent_interrupt not in POLICIES:
+        problems.append(f"on_parent_interrupt is one of {POLICIES}, got {on_parent_interrupt!r}")
+    if isinstance(child, Workflow) and child.key is not None:
+        # a keyed start attaches to the execution its key names, which another parent or a
+        # client may have started: one child would then serve two parents, and the second
+        # would wait for a finish that never resumes it. The key a child runs under is derived.
+        problems.append(
+            f"{child!r} declares key=, which a child cannot apply (a child's key is derived from "
+            "its parent's start); declare a workflow without key= for children, or send the keyed "
+            "start from an activity"
+        )
+    if problems:
+        raise DeclarationError(f"child {workflow.name}.{name}", problems)
+    step: ChildStep[O] = ChildStep(
+        workflow=workflow, name=name, child=child, on_parent_interrupt=on_parent_interrupt
+    )
+    workflow._add(step)
+    return step
+
+
+def find_step(parent: Workflow[Any, Any], actor: ActorType[Any], child: Workflow[Any, Any]) -> ChildStep[Any]:
+    """The child step ``parent`` declared for ``child`` (what ``wf.start`` uses)."""
+    if child.actor is not actor:
+        raise EffectDefect(f"{child!r} is not a workflow of {actor.name}")
+    found = [s for s in parent.steps.values() if isinstance(s, ChildStep) and s.child is child]
+    if len(found) != 1:
+        what = "declares no child step" if not found else "declares several child steps"
+        raise EffectDefect(
+            f"{parent!r} {what} for {child!r}: declare one at module level "
+            f"({parent.name}.child('name', {child.name})), or await the step itself"
+        )
+    return found[0]
+
+
+@attrs.frozen(eq=False)
+class StartChild(Effect):
+    step: ChildStep[Any]
+    actor_id: str
+    input: Any
+
+
+@attrs.frozen(eq=False)
+class ChildHandle(Generic[O]):
+    """A started child: ``execution_id``, and ``await handle.result()`` (an effect: the parent
+    suspends until the child finishes) → ``Result`` of its output and errors."""
+
+    key: StepKey
+    execution_id: str
+    step: ChildStep[O]
+
+    def result(self) -> Awaitable[Result[O, Exception]]:
+        return cast("Awaitable[Result[O, Exception]]", ChildResult(handle=self))
+
+
+@attrs.frozen(eq=False)
+class ChildResult(Effect):
+    """Awaited under the occurrence of the start that made ``handle`` (it has no step of its own:
+    awaiting the result twice reads the same record)."""
+
+    handle: ChildHandle[Any]
 
 
 class Actor(ActorType[S]):
@@ -370,8 +385,16 @@ class Workflow(Generic[I, O]):
         timeout: timedelta | None = None,
         key_reuse: KeyReuse | None = None,
     ) -> None:
-        from akter.workflow import deadline
-        from akter.workflow.key_policy import KeyReuse
+        from akter.workflow.commands import (
+            check_timeout,
+            register_commands,
+            register_deadline,
+            register_hold_commands,
+            register_interrupt,
+            register_retry,
+            register_start_child,
+            register_start_with,
+        )
 
         problems: list[str] = []
         if not isinstance(name, str) or not _STEP_NAME.fullmatch(name) or name.startswith("akter"):
@@ -405,7 +428,7 @@ class Workflow(Generic[I, O]):
             raise DeclarationError(f"workflow {actor.name}.{name}", problems)
         self.actor = actor
         #: the declared deadline of every execution (ms), unless a start gives its own
-        self.timeout_ms = deadline.check_timeout(timeout, "timeout")
+        self.timeout_ms = check_timeout(timeout, "timeout")
         #: what a keyed start with another input does once the key's execution finished
         self.key_reuse = KeyReuse.REFUSE if key_reuse is None else key_reuse
         self.name = name
@@ -417,18 +440,12 @@ class Workflow(Generic[I, O]):
         self.steps: dict[str, Step] = {}
         self.fn: Callable[[WorkflowContext, I], Awaitable[O]] | None = None
         actor.workflows[name] = self
-        from akter.workflow.commands import register_commands, register_interrupt, register_retry
-
         self.start_command: Command[Any, I, str] = register_commands(self)
         self.interrupt_command: Command[Any, Interrupt, None] = register_interrupt(self)
         self.retry_command: Command[Any, RetryExecution, None] = register_retry(self)
-        from akter.workflow.children import register_start_child
-
         register_start_child(actor)
-        self.deadline_command: Command[Any, Interrupt, None] = deadline.register(self)
-        self.start_with_command: Command[Any, Any, str] = deadline.register_start_with(self)
-        from akter.workflow.holds import register_hold_commands
-
+        self.deadline_command: Command[Any, Interrupt, None] = register_deadline(self)
+        self.start_with_command: Command[Any, Any, str] = register_start_with(self)
         self.pause_command, self.unpause_command, self.resolve_command = register_hold_commands(self)
 
     def __repr__(self) -> str:
@@ -445,8 +462,6 @@ class Workflow(Generic[I, O]):
         return tagged.error_class(name, self.errors)
 
     def _add(self, step: Step) -> None:
-        from akter.workflow.context import current_driver
-
         if current_driver() is not None:
             raise EffectDefect(
                 f"unregistered step {step.name!r}: steps are declared at module level, not inside a body"
@@ -546,9 +561,7 @@ class Workflow(Generic[I, O]):
         """Declare a child step: this workflow starts executions of ``workflow`` (a member of
         another actor type, or of this one) and awaits them (``akter.workflow.children``).
         ``on_parent_interrupt``: ``"interrupt"`` (the default) or ``"run_on"``."""
-        from akter.workflow.children import declare
-
-        return declare(self, name, workflow, on_parent_interrupt)
+        return declare_child(self, name, workflow, on_parent_interrupt)
 
     def body(
         self, fn: Callable[[WorkflowContext, I], Awaitable[O]]

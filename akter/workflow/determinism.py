@@ -43,16 +43,16 @@ import logging
 import sys
 import uuid
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
 from akter import logs
 from akter.errors import CorruptRecord, EffectDefect
 from akter.workflow.effects import Effect
+from akter.workflow.running import current_driver
 
 if TYPE_CHECKING:
-    from akter.workflow.context import WorkflowContext
     from akter.workflow.history import StepKey, StepRow
 
 #: built-in step names start with ``@``, which a declared step name cannot contain
@@ -64,6 +64,17 @@ SEED_COUNTER = "@seed"
 BUILTIN_KINDS = {NOW_STEP: "clock"}
 
 body_log = logging.getLogger("akter.workflow.body")
+
+
+class Seeded(Protocol):
+    """What the seeded helpers and ``wf.log`` read of the body's context: a
+    ``context.WorkflowContext``, which imports this module."""
+
+    @property
+    def execution_id(self) -> str: ...
+
+    @property
+    def run_number(self) -> int: ...
 
 
 def is_builtin(step: str) -> bool:
@@ -93,9 +104,7 @@ def resolve_now(effect: Now, key: StepKey, last: StepRow | None) -> RecordNow | 
     return datetime.fromtimestamp(last.due_ms / 1000, tz=UTC)
 
 
-def _position_digest(ctx: WorkflowContext) -> bytes:
-    from akter.workflow.context import current_driver
-
+def _position_digest(ctx: Seeded) -> bytes:
     driver = current_driver()
     fiber = None if driver is None else driver.current
     if driver is None or fiber is None or driver.ctx is not ctx:
@@ -105,11 +114,11 @@ def _position_digest(ctx: WorkflowContext) -> bytes:
     return hashlib.sha256(seed.encode()).digest()
 
 
-def random(ctx: WorkflowContext) -> float:
+def random(ctx: Seeded) -> float:
     return (int.from_bytes(_position_digest(ctx)[:8], "big") >> 11) / float(1 << 53)
 
 
-def uuid4(ctx: WorkflowContext) -> uuid.UUID:
+def uuid4(ctx: Seeded) -> uuid.UUID:
     return uuid.UUID(bytes=_position_digest(ctx)[:16], version=4)
 
 
@@ -133,12 +142,10 @@ class ReplaySafeLogger:
     """``wf.log``: ``debug``/``info``/``warning``/``error``/``exception``/``log`` as on a
     ``logging.Logger``, emitted only past a step this pass settled (see the module docstring)."""
 
-    def __init__(self, ctx: WorkflowContext) -> None:
+    def __init__(self, ctx: Seeded) -> None:
         self._ctx = ctx
 
     def _live(self) -> bool:
-        from akter.workflow.context import current_driver
-
         driver = current_driver()
         if driver is None:
             return True  # a body called directly (a unit test of it): there is no replay
@@ -150,8 +157,6 @@ class ReplaySafeLogger:
             return
         extra = {**logs.fields(execution=self._ctx.execution_id), **kwargs.pop("extra", {})}
         kwargs.setdefault("stacklevel", 3)
-        from akter.workflow.context import current_driver
-
         driver = current_driver()
         held = None if driver is None else driver.held_logs
         if held is not None:  # a start's prefix (``prefix.py``): emitted once its turn committed

@@ -47,15 +47,24 @@ from returns.maybe import Nothing, Some
 from akter import codec
 from akter.errors import CompensationFailed, CorruptRecord, EffectDefect, Interrupted
 from akter.workflow import children, exits
-from akter.workflow.context import Compensation, WorkflowContext, reset_driver, set_driver
-from akter.workflow.continue_as_new import ContinueAsNew
-from akter.workflow.declare import ActivityStep, Workflow
+from akter.workflow.context import Compensation, ContinueAsNew, WorkflowContext
+from akter.workflow.declare import (
+    ActivityCall,
+    ActivityStep,
+    ChildResult,
+    Race,
+    Sleep,
+    StartChild,
+    Wait,
+    Workflow,
+)
 from akter.workflow.determinism import Now, RecordNow, resolve_now
-from akter.workflow.effects import ActivityCall, All, Effect, Race, Sleep, Wait, as_coroutine
+from akter.workflow.effects import All, Effect, as_coroutine
 from akter.workflow.exits import Ok, Outcome, Raise
 from akter.workflow.history import FINISH_SCOPE as FINISH_SCOPE  # noqa: PLC0414 -- re-exported: the engine and tools import it here
 from akter.workflow.history import StepKey as StepKey  # noqa: PLC0414 -- the engine and tools import it here
 from akter.workflow.history import StepRow as StepRow  # noqa: PLC0414 -- the engine and tools import it here
+from akter.workflow.running import reset_driver, set_driver
 
 # ---- needs: what the driver asks the pass to do -------------------------------------------
 
@@ -542,7 +551,7 @@ class Driver:
             if last is not None and last.exit is not None:
                 return _decode_wait(effect, key, last.exit)
             return AwaitEvent(effect, key, last)
-        if isinstance(effect, children.StartChild | children.ChildResult):
+        if isinstance(effect, StartChild | ChildResult):
             ctx = self.ctx
             return children.resolve(effect, key, rows, ctx.execution_id, ctx.ref.tenant, ctx.run_number)
         if isinstance(effect, Now):

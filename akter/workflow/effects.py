@@ -7,18 +7,16 @@ so nothing but effects can be awaited in it.
 
 ``all_`` (exported as ``akter.all``) runs branches concurrently and returns every result; a
 race (``RaceStep.run``) returns the first. A branch is an effect or a coroutine of effects.
+The effects a declared step's call returns (``ActivityCall``, ``Sleep``, ``Wait``, ``Race``) are
+declared beside their steps (``declare.py``), the child ones beside child steps (``children.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Generator
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from collections.abc import Coroutine, Generator
+from typing import Any
 
 import attrs
-
-if TYPE_CHECKING:
-    from akter.workflow.declare import ActivityStep, RaceStep, SleepStep, WaitStep
 
 
 class Effect:
@@ -29,33 +27,6 @@ class Effect:
     def __await__(self) -> Generator[Effect, Any, Any]:
         result = yield self
         return result
-
-
-@attrs.frozen(eq=False)
-class ActivityCall(Effect):
-    step: ActivityStep[Any]
-    fn: Callable[..., Any]
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-
-
-@attrs.frozen(eq=False)
-class Sleep(Effect):
-    step: SleepStep
-    duration: timedelta
-
-
-@attrs.frozen(eq=False)
-class Wait(Effect):
-    step: WaitStep[Any]
-    where: Callable[[Any], bool] | None
-    timeout: timedelta | None
-
-
-@attrs.frozen(eq=False)
-class Race(Effect):
-    step: RaceStep
-    branches: tuple[Any, ...]
 
 
 @attrs.frozen(eq=False)

@@ -49,70 +49,17 @@ from akter.errors import (
     ResultTooLarge,
 )
 from akter.ids import ExecutionId
-from akter.workflow.commands import LAYER, MAX_REASON, interrupter_key, parse_for
+from akter.workflow.commands import MAX_REASON, HoldMark, Pause, Resolve, interrupter_key, parse_for
 from akter.workflow.declare import ActivityStep
-from akter.workflow.driver import StepKey, StepRow
+from akter.workflow.history import StepKey, StepRow
 
 if TYPE_CHECKING:
-    from akter.actor.declare import Command
     from akter.actor.kernel import UnderLock
     from akter.workflow.declare import Workflow
 
 #: what a resolution may decide: supply the attempt's result or a declared error, allow one more
 #: attempt (or pass), fail the execution, or interrupt it
 DECISIONS: Final = ("result", "error", "retry", "fail", "interrupt")
-
-
-@attrs.frozen
-class Pause:
-    execution_id: str
-    reason: str | None = None
-
-
-@attrs.frozen
-class Unpause:
-    execution_id: str
-
-
-@attrs.frozen
-class Resolve:
-    """A resolution of an execution that needs attention. ``value``: for ``result``, the JSON
-    of the value as primitives of the step's success type; for ``error``, the JSON of
-    ``{"type": <declared class name>, "value": <its fields>}``. ``step``, ``scope``,
-    ``occurrence`` and ``attempt`` name the attempt the operator saw waiting (``step`` None: the
-    passes failed); ``expect`` false skips that check."""
-
-    execution_id: str
-    decision: str
-    value: str | None = None
-    step: str | None = None
-    scope: str | None = None
-    occurrence: int | None = None
-    attempt: int | None = None
-    expect: bool = True
-    reason: str | None = None
-
-
-@attrs.frozen
-class HoldMark:
-    """A pause, unpause or resolution as sent; the hook applies it under the row lock."""
-
-    workflow: Workflow[Any, Any]
-    payload: Pause | Unpause | Resolve
-
-
-def register_hold_commands(
-    workflow: Workflow[Any, Any],
-) -> tuple[Command[Any, Pause, None], Command[Any, Unpause, None], Command[Any, Resolve, None]]:
-    made = []
-    for verb, payload_type in (("pause", Pause), ("unpause", Unpause), ("resolve", Resolve)):
-
-        def handler(turn: Turn[Any], payload: Any) -> None:
-            turn.stage(LAYER, HoldMark(workflow, payload))
-
-        handler.__annotations__ = {"turn": Turn, "payload": payload_type, "return": None}
-        made.append(workflow.actor.member_command(f"akter.wf.{verb}:{workflow.name}", handler))
-    return made[0], made[1], made[2]
 
 
 # ---- the hook's part: under the owner's row lock the turn holds -----------------------------

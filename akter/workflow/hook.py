@@ -52,10 +52,21 @@ from akter.errors import CorruptRecord, ExecutionNotRetryable, InvalidExecutionI
 from akter.ids import ActorRef, ExecutionId
 from akter.outbox import queries as outbox_queries
 from akter.outbox.intents import encode_caller
-from akter.workflow import children, claim, deadline, holds, key_policy, manifest, prefix, queries
+from akter.workflow import (
+    child_serve,
+    claim,
+    deadline,
+    holds,
+    key_policy,
+    manifest,
+    prefix,
+    queries,
+)
 from akter.workflow.commands import (
     LAYER,
     MAX_REASON,
+    ChildLinkMark,
+    HoldMark,
     InterruptMark,
     ResumeMark,
     RetryMark,
@@ -167,14 +178,14 @@ def principal_caller(ref: ActorRef, turn: Turn[Any]) -> bytes:
 
 
 def _link(
-    record: Committed, base: dict[str, Any], item: children.ChildLinkMark, done: dict[str, prefix.Start]
+    record: Committed, base: dict[str, Any], item: ChildLinkMark, done: dict[str, prefix.Start]
 ) -> None:
     """A child's link to its parent; a child this turn finished names its parent in its row."""
     start = done.get(str(item.execution_id))
     if start is not None:
         start.link = item
     else:
-        record.with_write(children.LINK, {**base, **children.link_params(item)})
+        record.with_write(child_serve.LINK, {**base, **child_serve.link_params(item)})
 
 
 def _write_finished(record: Committed, runner: Handoff | None, done: dict[str, prefix.Start]) -> None:
@@ -245,9 +256,9 @@ class WorkflowHook:
             elif isinstance(item, RetryMark):
                 await self._retry(conn, turn, base, item)
                 notify = True
-            elif isinstance(item, children.ChildLinkMark):
+            elif isinstance(item, ChildLinkMark):
                 _link(record, base, item, done)
-            elif isinstance(item, holds.HoldMark):
+            elif isinstance(item, HoldMark):
                 notify = await holds.apply(conn, turn, base, item) or notify
         _write_finished(record, runner, done)
         if record.events:

@@ -37,18 +37,11 @@ from typing import TYPE_CHECKING, Any, Final, LiteralString
 
 from akter import codec
 from akter.errors import ExecutionKeyConflict
+from akter.workflow.policies import KeyReuse
 
 if TYPE_CHECKING:
     from akter.actor.kernel import UnderLock
     from akter.workflow.commands import StartMark
-
-
-class KeyReuse(enum.Enum):
-    """What a keyed start with another input does once the key's execution has finished."""
-
-    REFUSE = "refuse"
-    ATTACH = "attach"
-    NEW_RUN = "new_run"
 
 
 class Decision(enum.Enum):

@@ -69,6 +69,7 @@ from akter.outbox.intents import decode_caller
 from akter.workflow import (
     activity,
     adopt,
+    child_serve,
     children,
     continue_as_new,
     exits,
@@ -77,8 +78,7 @@ from akter.workflow import (
     queries,
     waiting,
 )
-from akter.workflow.context import WorkflowContext
-from akter.workflow.continue_as_new import ContinueAsNew
+from akter.workflow.context import ContinueAsNew, WorkflowContext
 from akter.workflow.declare import Workflow
 from akter.workflow.determinism import RecordNow
 from akter.workflow.driver import (
@@ -300,7 +300,7 @@ class Pass:
             progressed = False
             parked: list[int] = []
             wanted: set[StepKey] = set()
-            self.child_results = await children.prefetch(self.sender.pool, needs)
+            self.child_results = await child_serve.prefetch(self.sender.pool, needs)
             for need in needs:
                 result = await self._serve(need, now, wanted)
                 if result is True:
@@ -372,7 +372,7 @@ class Pass:
                 await self._record(_record_params("race", key, exit_=exit_))
                 return True
             case children.StartChildNeed() | children.AwaitChildNeed():
-                started = await children.serve(
+                started = await child_serve.serve(
                     need, self.out, self._driver(), self.child_results, self.principal
                 )
                 self.writes += started is True
@@ -547,14 +547,14 @@ class Pass:
         await faults.hit("workflow.before_suspend", self.ref.actor_id, str(self.eid))
         due = None if due_ms is None else datetime.fromtimestamp(due_ms / 1000, tz=UTC)
         check = await self.out.carrying(
-            children.SUSPEND if children.has_children(driver.history) else queries.SUSPEND,
+            child_serve.SUSPEND if child_serve.has_children(driver.history) else queries.SUSPEND,
             {
                 "due": due,
                 "abandon": sorted(driver.abandoned),
                 "knows_interrupt": self.interrupting,
                 "abandoned": ABANDONED_EXIT,
                 "notify_within": timedelta(milliseconds=self.tuning.notify_within_ms),
-                **children.suspend_params(self.child_results),
+                **child_serve.suspend_params(self.child_results),
             },
         )
         if check["interrupt"]:

@@ -43,8 +43,7 @@ from akter import codec, logs, telemetry
 from akter.errors import Interrupted
 from akter.outbox.intents import decode_caller
 from akter.workflow import finish
-from akter.workflow.context import WorkflowContext
-from akter.workflow.continue_as_new import ContinueAsNew
+from akter.workflow.context import ContinueAsNew, WorkflowContext
 from akter.workflow.driver import Driver
 from akter.workflow.exits import Raise
 
@@ -52,8 +51,7 @@ if TYPE_CHECKING:
     from akter.actor.kernel import Committed
     from akter.ids import ExecutionId
     from akter.store.listener import Listener
-    from akter.workflow.children import ChildLinkMark
-    from akter.workflow.commands import StartMark
+    from akter.workflow.commands import ChildLinkMark, StartMark
     from akter.workflow.declare import Workflow
 
 log = logging.getLogger("akter.workflow")

@@ -36,7 +36,7 @@ from akter.errors import CorruptRecord, EffectDefect, InvalidInput
 from akter.ids import ActorRef
 from akter.workflow import children, exits
 from akter.workflow.context import WorkflowContext
-from akter.workflow.declare import Workflow
+from akter.workflow.declare import Race, Wait, Workflow
 from akter.workflow.determinism import BUILTIN_KINDS
 from akter.workflow.driver import (
     AwaitEvent,
@@ -50,7 +50,7 @@ from akter.workflow.driver import (
     StepKey,
     StepRow,
 )
-from akter.workflow.effects import Effect, Race, Wait
+from akter.workflow.effects import Effect
 from akter.workflow.exits import Ok, Outcome, Raise
 
 

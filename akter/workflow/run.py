@@ -38,8 +38,8 @@ from akter.errors import CorruptRecord, InvalidExecutionId, InvalidInput, Result
 from akter.ids import ActorRef, CommandId, ExecutionId, check_execution_key
 from akter.store.listener import Noted
 from akter.store.sqlstate import is_connection_lost
-from akter.workflow import deadline, exits, prefix, queries
-from akter.workflow.commands import Interrupt, decode_interrupter, parse_for
+from akter.workflow import exits, prefix, queries
+from akter.workflow.commands import Interrupt, check_timeout, decode_interrupter, parse_for
 from akter.workflow.declare import Workflow
 from akter.workflow.schedule_admin import Schedules, SyncSchedules
 
@@ -240,7 +240,7 @@ class WorkflowActorHandle(KernelActorHandle[S]):
         execution (``key_policy.py``). ``timeout``: interrupt the execution if it has not
         finished that long after its start (``deadline.py``); the workflow's declared timeout
         otherwise."""
-        timeout_ms = deadline.check_timeout(timeout, "start(timeout=)")
+        timeout_ms = check_timeout(timeout, "start(timeout=)")
         if not isinstance(workflow, Workflow) or workflow.actor is not self.actor:
             raise InvalidExecutionId(f"{workflow!r} is not a workflow member of {self.actor.name}")
         if not isinstance(payload, workflow.input):

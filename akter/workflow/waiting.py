@@ -15,8 +15,8 @@ from psycopg.rows import dict_row
 from akter import codec
 from akter.errors import CorruptRecord
 from akter.workflow import queries
+from akter.workflow.declare import Wait
 from akter.workflow.driver import AwaitEvent, Driver, StepKey
-from akter.workflow.effects import Wait
 from akter.workflow.outcomes import Outcomes, Served, rewrote
 from akter.workflow.step_params import key_params, record_params
 

@@ -14,12 +14,12 @@ import pytest
 import akter
 from akter.errors import EffectDefect, ExecutionKeyConflict
 from akter.ids import ActorRef
-from akter.workflow.context import WorkflowContext
-from akter.workflow.continue_as_new import ContinueAsNew
+from akter.workflow.context import ContinueAsNew, WorkflowContext
 from akter.workflow.determinism import RecordNow
 from akter.workflow.driver import Driver, StepKey, StepRow
 from akter.workflow.exits import Ok, Raise
-from akter.workflow.key_policy import Decision, KeyReuse, decide
+from akter.workflow.key_policy import Decision, decide
+from akter.workflow.policies import KeyReuse
 
 
 @attrs.frozen

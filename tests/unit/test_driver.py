@@ -15,7 +15,6 @@ import akter
 from akter.errors import CompensationFailed, EffectDefect, Interrupted
 from akter.ids import ActorRef
 from akter.workflow.context import WorkflowContext
-from akter.workflow.declare import Backoff
 from akter.workflow.driver import (
     FINISH_SCOPE,
     AwaitEvent,
@@ -31,6 +30,7 @@ from akter.workflow.driver import (
     retry_at_ms,
 )
 from akter.workflow.exits import Ok, Raise
+from akter.workflow.policies import Backoff
 
 
 @attrs.frozen

@@ -14,19 +14,9 @@ import pytest
 
 WORKFLOW_CYCLE = frozenset(
     {
-        "akter.workflow.children",
         "akter.workflow.commands",
         "akter.workflow.context",
-        "akter.workflow.continue_as_new",
-        "akter.workflow.deadline",
         "akter.workflow.declare",
-        "akter.workflow.determinism",
-        "akter.workflow.driver",
-        "akter.workflow.effects",
-        "akter.workflow.holds",
-        "akter.workflow.key_policy",
-        "akter.workflow.manifest",
-        "akter.workflow.outcomes",
         "akter.workflow.schedules",
     }
 )

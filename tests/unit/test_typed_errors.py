@@ -15,8 +15,8 @@ from returns.result import Failure
 
 import akter
 from akter.workflow import exits
-from akter.workflow.declare import Backoff
 from akter.workflow.driver import retry_at_ms
+from akter.workflow.policies import Backoff
 
 ROOT = Path(__file__).parents[2]
 
