@@ -18,7 +18,7 @@ from returns.result import Success
 
 import akter
 from akter import testing
-from tests.integration.workflow_support import quiet
+from tests.integration.workflow_support import quiet, until
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 RUNNING = README.parent / "docs" / "running.md"
@@ -72,11 +72,11 @@ async def test_the_worked_example_main_runs(database_url: str, capsys: pytest.Ca
     main = asyncio.create_task(ex.main())
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
         # the durable cool-off is recorded: jump past it instead of waiting ten minutes
-        for _ in range(1500):
+        async def cool_offs() -> Any:
             cur = await conn.execute("SELECT count(*) FROM actor_workflow_step WHERE step = 'cool-off'")
-            if (await cur.fetchone()) == (1,):
-                break
-            await asyncio.sleep(0.02)
+            return await cur.fetchone()
+
+        await until(cool_offs, lambda row: row == (1,), "the cool-off step recorded")
     await clock.advance(timedelta(minutes=11))
     async with asyncio.timeout(60):
         await main
