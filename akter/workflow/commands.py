@@ -8,7 +8,7 @@
   committing with the receipt; a repeated id replays the receipt. The id in the payload must
   name an existing execution of this member, owned by this actor (so in this tenant):
   ``InvalidExecutionId`` otherwise, and nothing is written. A finished execution is left as it
-  is, and the turn succeeds. An optional ``reason`` (at most ``MAX_REASON`` characters) is kept
+  is, and the turn succeeds. An optional ``reason`` (at most ``payloads.MAX_REASON`` characters) is kept
   with the first asker in ``interrupt_reason``.
 * ``akter.wf.retry:<Workflow name>`` (public, under the actor's access policy): an operator's
   retry (``akter.operate``). A failed or defect execution is started again as a new execution of

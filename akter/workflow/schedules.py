@@ -29,6 +29,10 @@ Slots come from ``cronsim`` (cron, evaluated in the schedule's time zone, so a 0
 once on DST days: at 03:00 when 02:30 does not exist, at the first 02:30 when it happens
 twice), or from a fixed interval counted from the Unix epoch. Durable time is the database
 clock (``turn.now``).
+
+The declaration record (``Schedule``) is here; ``Actor.schedule`` (``akter.workflow.actor``)
+builds one and keeps it on the actor type, above this module, which names only the base
+``WorkflowActor`` (``declare.py``) and so closes no import cycle with ``akter.Actor``.
 """
 
 from __future__ import annotations
