@@ -77,8 +77,8 @@ from akter.ids import ActorRef
 from akter.operate.client import ActorHandle, Client, SyncClient
 from akter.operate.query import ExecutionFilter
 from akter.workflow.activity import ActivityContext, activity_context
-from akter.workflow.context import WorkflowContext
-from akter.workflow.declare import ActivityStep, Actor, ChildHandle, Workflow
+from akter.workflow.actor import Actor
+from akter.workflow.declare import ActivityStep, ChildHandle, Workflow, WorkflowContext
 from akter.workflow.effects import all_ as all  # noqa: F401 -- public as akter.all, out of __all__
 from akter.workflow.policies import KeyReuse, Retry, Versions
 from akter.workflow.run import Run, Status

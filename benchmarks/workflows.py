@@ -416,7 +416,7 @@ async def akter_replay(url: str, n: int) -> dict[str, Any]:
     from akter import codec
     from akter.outbox.intents import decode_caller
     from akter.workflow import queries
-    from akter.workflow.context import WorkflowContext
+    from akter.workflow.declare import WorkflowContext
     from akter.workflow.driver import Driver
     from akter.workflow.passes import _row
 

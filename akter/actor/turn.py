@@ -26,8 +26,8 @@ I_contra = TypeVar("I_contra", contravariant=True)
 
 
 class Startable(Protocol[I_contra]):
-    """A member a turn can start (a workflow, ``akter.workflow.declare``): its owner type, its
-    input type, and how it stages its start on the turn. Defined here so that ``Turn.start``
+    """A member a turn can start (a workflow, ``akter.workflow.declare.Workflow``): its owner
+    type, its input type, and how it stages its start on the turn. Defined here so that ``Turn.start``
     needs no import of the layer that implements it."""
 
     @property

@@ -45,8 +45,9 @@ from akter.callers import Caller
 from akter.errors import AccessDenied, AkterError, InvalidExecutionId, InvalidInput
 from akter.ids import ActorRef, CommandId, ExecutionId
 from akter.operate.query import DEFAULT_PAGE, ExecutionFilter, iterate
-from akter.workflow.commands import MAX_REASON, Interrupt, Pause, Resolve, RetryExecution, Unpause, retry_key
+from akter.workflow.commands import retry_key
 from akter.workflow.declare import Workflow, workflows_of
+from akter.workflow.payloads import MAX_REASON, Interrupt, Pause, Resolve, RetryExecution, Unpause
 
 OPEN_STATUSES = ("running", "suspended", "blocked", "paused", "needs_attention")
 #: what a pause applies to: every open execution but a paused one

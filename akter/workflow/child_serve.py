@@ -16,8 +16,9 @@ from akter.ids import ExecutionId
 from akter.outbox.intents import encode_caller
 from akter.workflow import exits
 from akter.workflow.children import AwaitChildNeed, StartChildNeed
-from akter.workflow.commands import START_CHILD, ChildLinkMark, ChildStartPayload, Interrupt
+from akter.workflow.commands import START_CHILD, ChildLinkMark, ChildStartPayload
 from akter.workflow.history import StepKey, StepRow
+from akter.workflow.payloads import Interrupt
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

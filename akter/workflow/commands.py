@@ -8,7 +8,7 @@
   committing with the receipt; a repeated id replays the receipt. The id in the payload must
   name an existing execution of this member, owned by this actor (so in this tenant):
   ``InvalidExecutionId`` otherwise, and nothing is written. A finished execution is left as it
-  is, and the turn succeeds. An optional ``reason`` (at most ``MAX_REASON`` characters) is kept
+  is, and the turn succeeds. An optional ``reason`` (at most ``payloads.MAX_REASON`` characters) is kept
   with the first asker in ``interrupt_reason``.
 * ``akter.wf.retry:<Workflow name>`` (public, under the actor's access policy): an operator's
   retry (``akter.operate``). A failed or defect execution is started again as a new execution of
@@ -23,8 +23,11 @@
   timer fires. It marks the execution running and re-arms its timer as a recovery timer; after
   commit the process's workflow runner (``runner.py``) runs a pass.
 
-``stage_start`` is also what ``Turn.start`` uses to start a workflow of the same actor inside
-another turn: the execution row is written in that turn's transaction.
+``register`` adds them all when a member is declared: ``akter.Actor`` (``akter.workflow.actor``)
+calls it for each ``Workflow`` built on it, so this module sits above the declarations and they
+never name it. The start a command stages (``StartMark``, ``stage_start``, also what
+``Turn.start`` uses inside another turn) is the declarations' own (``declare.py``); the operator
+commands' payloads are ``payloads.py``.
 """
 
 from __future__ import annotations
@@ -36,49 +39,20 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from akter import codec
-from akter.actor import limits
 from akter.actor.turn import Turn
 from akter.callers import Anonymous, Caller, System, User, principal_of
 from akter.errors import CorruptRecord, InvalidExecutionId, InvalidInput
 from akter.ids import ActorRef, ExecutionId
-from akter.workflow.declare import workflows_of
+from akter.workflow.declare import LAYER, Workflow, stage_start, workflows_of
+from akter.workflow.payloads import Interrupt, Pause, Resolve, RetryExecution, Unpause
 from akter.workflow.queries import RESUME
 
 if TYPE_CHECKING:
     from akter.actor.declare import Actor, Command
-    from akter.workflow.declare import Workflow
-
-LAYER = "workflow"
 
 
 @attrs.frozen
 class Resume:
-    execution_id: str
-
-
-@attrs.frozen
-class StartMark:
-    execution_id: ExecutionId
-    workflow: Workflow[Any, Any]
-    payload: Any
-    #: named by a key (the workflow's key function, or one given): the key policy applies
-    keyed: bool = False
-    #: the execution's deadline, from the start (``deadline.py``)
-    timeout_ms: int | None = None
-
-
-#: the longest reason an interrupt may carry (it is stored with the execution)
-MAX_REASON = 1000
-
-
-@attrs.frozen
-class Interrupt:
-    execution_id: str
-    reason: str | None = None
-
-
-@attrs.frozen
-class RetryExecution:
     execution_id: str
 
 
@@ -103,36 +77,6 @@ class RetryMark:
 
     workflow: Workflow[Any, Any]
     execution_id: str
-
-
-@attrs.frozen
-class Pause:
-    execution_id: str
-    reason: str | None = None
-
-
-@attrs.frozen
-class Unpause:
-    execution_id: str
-
-
-@attrs.frozen
-class Resolve:
-    """A resolution of an execution that needs attention. ``value``: for ``result``, the JSON
-    of the value as primitives of the step's success type; for ``error``, the JSON of
-    ``{"type": <declared class name>, "value": <its fields>}``. ``step``, ``scope``,
-    ``occurrence`` and ``attempt`` name the attempt the operator saw waiting (``step`` None: the
-    passes failed); ``expect`` false skips that check."""
-
-    execution_id: str
-    decision: str
-    value: str | None = None
-    step: str | None = None
-    scope: str | None = None
-    occurrence: int | None = None
-    attempt: int | None = None
-    expect: bool = True
-    reason: str | None = None
 
 
 @attrs.frozen
@@ -166,30 +110,6 @@ def retry_key(key: str) -> str:
     if found is None:
         return f"{key}~retry"
     return f"{key[: found.start()]}~retry{int(found.group(1) or 1) + 1}"
-
-
-def stage_start(
-    turn: Turn[Any],
-    workflow: Workflow[Any, Any],
-    payload: Any,
-    key: str | None = None,
-    *,
-    timeout_ms: int | None = None,
-) -> str:
-    """Stage a start of ``workflow`` on the turn's actor; return the execution id. Without
-    ``timeout_ms`` the workflow's declared timeout (if any) is the deadline."""
-    limits.check_payload(workflow.start_command, payload)
-    keyed = key is not None or workflow.key is not None
-    if timeout_ms is None:
-        timeout_ms = workflow.timeout_ms
-    if key is None:
-        key = workflow.key(payload) if workflow.key is not None else turn.command_id
-        n = sum(1 for s in turn.staged.get(LAYER, []) if isinstance(s, StartMark))
-        if workflow.key is None and n:
-            key = f"{key}/{n}"  # a second default-keyed start in one turn gets its own execution
-    eid = ExecutionId(turn.ref, workflow.name, key)
-    turn.stage(LAYER, StartMark(eid, workflow, payload, keyed=keyed, timeout_ms=timeout_ms))
-    return str(eid)
 
 
 def parse_for(
@@ -372,3 +292,16 @@ def _resume(turn: Turn[Any], payload: Resume) -> None:
 
 
 _resume.__annotations__ = {"turn": Turn, "payload": Resume, "return": None}
+
+
+def register(workflow: Workflow[Any, Any]) -> None:
+    """Add the commands of a newly declared ``workflow`` to its actor, and name them on it."""
+    workflow.start_command = register_commands(workflow)
+    workflow.interrupt_command = register_interrupt(workflow)
+    workflow.retry_command = register_retry(workflow)
+    register_start_child(workflow.actor)
+    workflow.deadline_command = register_deadline(workflow)
+    workflow.start_with_command = register_start_with(workflow)
+    workflow.pause_command, workflow.unpause_command, workflow.resolve_command = register_hold_commands(
+        workflow
+    )

@@ -36,8 +36,7 @@ from akter.errors import InvalidInput
 from akter.workflow import manifest
 
 if TYPE_CHECKING:
-    from akter.workflow.context import ContinueAsNew
-    from akter.workflow.declare import Workflow
+    from akter.workflow.declare import ContinueAsNew, Workflow
 
 
 # Continue (a lock-first function, sql/functions/akter_wf_continue.sql, after akter_wf_settle_steps).

@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING, Any, Final, LiteralString
 from akter import codec
 from akter.callers import System
 from akter.outbox.intents import encode_caller
-from akter.workflow.commands import Interrupt, command_name
+from akter.workflow.commands import command_name
+from akter.workflow.payloads import Interrupt
 
 if TYPE_CHECKING:
-    from akter.workflow.commands import StartMark
+    from akter.workflow.declare import StartMark
 
 #: the outbox timer key prefix of deadlines (``wf:`` is the execution's own timer)
 KEY_PREFIX = "wfdl:"

@@ -1,4 +1,5 @@
-"""Workflow members: ``Actor.workflow(...)``, its step constructors and its body.
+"""Workflow members: the ``Workflow`` ``Actor.workflow(...)`` builds, its step constructors, its
+body and the ``WorkflowContext`` the body runs with.
 
 A workflow is declared on an actor type at module level, with static step names, so its manifest
 (``manifest.py``) can be derived before anything runs::
@@ -14,28 +15,45 @@ A workflow is declared on an actor type at module level, with static step names,
 
 A step called from the body returns an effect value (``effects.py``); the driver (``driver.py``)
 interprets it. Declaring a step while a body runs is a defect ("unregistered step"): a step
-created at run time would have no stable identity to replay against. Declaring the workflow also
-registers its start command (public, named after the member) and its operators' commands
-(public: ``akter.wf.interrupt:<name>``, ``retry``, ``pause``, ``unpause``, ``resolve``) on the
-actor. Every type a workflow stores (input, output, activity
-results, declared errors' fields) is checked by ``codec.unsupported`` when declared, so an
-unstorable one is refused here with its path.
+created at run time would have no stable identity to replay against. Every type a workflow
+stores (input, output, activity results, declared errors' fields) is checked by
+``codec.unsupported`` when declared, so an unstorable one is refused here with its path.
+
+This module is the bottom of the declarations, and names none of the modules that build on it
+(issue 23: no import cycle in ``akter``):
+
+* The context is here, not in a module of its own: a body's first parameter is a
+  ``WorkflowContext`` and ``wf.start`` takes a ``Workflow`` and returns a ``ChildHandle``, so the
+  two name each other in their signatures; either one typed structurally would lose a user's
+  type check. They are one idea, what a body is declared with and awaits through.
+* Declaring the workflow registers its start command (public, named after the member) and its
+  operators' commands (public: ``akter.wf.interrupt:<name>``, ``retry``, ``pause``,
+  ``unpause``, ``resolve``) on the actor, but from above: each ``Workflow`` calls its actor's
+  ``_declare_workflow``, which ``WorkflowActor`` (here) uses to record it and ``akter.Actor``
+  (``akter.workflow.actor``) overrides to add the commands (``commands.register``). The start a
+  command stages (``StartMark``, ``stage_start``) is here, since ``Workflow.stage_start`` is
+  ``Turn.start``'s; the commands' payloads are the leaf ``payloads.py``.
+* ``Actor.workflow`` and ``Actor.schedule`` are ``akter.workflow.actor``'s; the modules under it
+  look members up on ``WorkflowActor`` (``workflows_of``).
 """
 
 from __future__ import annotations
 
 import inspect
 import re
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar, cast, overload
 
 import attrs
 from returns.maybe import Maybe
 
 from akter import codec, tagged
+from akter.actor import limits
 from akter.actor.declare import Actor as ActorType
 from akter.errors import DeclarationError, EffectDefect
+from akter.ids import ExecutionId
 from akter.workflow.effects import Effect
 from akter.workflow.policies import KeyReuse, Retry, Versions
 from akter.workflow.running import current_driver
@@ -45,10 +63,10 @@ if TYPE_CHECKING:
 
     from akter.actor.declare import Command
     from akter.actor.turn import Turn
-    from akter.workflow.commands import Interrupt, RetryExecution
-    from akter.workflow.context import WorkflowContext
+    from akter.callers import Principal
+    from akter.ids import ActorRef
     from akter.workflow.history import StepKey
-    from akter.workflow.schedules import Schedule
+    from akter.workflow.payloads import Interrupt, Pause, Resolve, RetryExecution, Unpause
 
 S = TypeVar("S")
 I = TypeVar("I")  # noqa: E741 -- a workflow's input type
@@ -312,69 +330,215 @@ class ChildResult(Effect):
     handle: ChildHandle[Any]
 
 
-class Actor(ActorType[S]):
-    """An actor type with workflow members: ``akter.Actor``. The kernel's ``Actor``
-    (``akter.actor.declare``) knows commands and events; this layer adds ``workflow(...)`` and
-    the typed ``workflows`` it declared, so the kernel never imports workflows."""
+# ---- the context a body runs with: ``wf`` (the running-driver marker it consults is
+# ``running.py``); rebuilt by every pass from the execution's durable record (tenant, principal,
+# key, version markers), never from whoever triggered the pass (invariant 9) ----------------
+
+
+class ContinueAsNew(BaseException):
+    """Raised by ``wf.continue_as_new(payload)``; ends the run and starts the next one (the pass
+    sends the write, ``continue_as_new.py``)."""
+
+    def __init__(self, payload: Any) -> None:
+        self.payload = payload
+        super().__init__("continue as new")
+
+
+class Compensation:
+    """A compensated forward step: registered before the body awaits it, so that an undo is
+    known even for a step that succeeds after an interrupt abandoned the body."""
+
+    __slots__ = ("effect", "result", "settled", "undo")
+
+    def __init__(self, effect: Any, undo: Callable[[Any], Any]) -> None:
+        self.effect = effect
+        self.undo = undo
+        self.settled = False
+        self.result: Any = None
+
+
+class WorkflowContext:
+    """The execution a body runs for. Pure data plus two registries (compensations and
+    finalizers) that the driver runs when the execution ends."""
+
+    def __init__(
+        self,
+        *,
+        execution_id: str,
+        key: str,
+        ref: ActorRef,
+        principal: Principal | None,
+        versions: dict[str, int],
+        run_number: int = 1,
+    ) -> None:
+        from akter.workflow.determinism import ReplaySafeLogger
+
+        self.execution_id = execution_id
+        #: which run of the execution this is: 1, then one more per continue-as-new or new run
+        self.run_number = run_number
+        #: a logger that emits only past a step this pass settled, never on replay
+        self.log = ReplaySafeLogger(self)
+        self.key = key
+        self.ref = ref
+        self.principal = principal
+        self._versions = versions
+        self.compensations: list[Compensation] = []
+        self.finalizers: list[Callable[[], Any]] = []
+
+    def now(self) -> Awaitable[datetime]:
+        """``await wf.now()``: the database clock, recorded the first time and the same on every
+        replay (``determinism.py``)."""
+        from akter.workflow.determinism import Now
+
+        return cast("Awaitable[datetime]", Now())
+
+    def random(self) -> float:
+        """A float in [0, 1) derived from the execution and this call's position: the same on
+        every replay, and nothing is written (``determinism.py``)."""
+        from akter.workflow import determinism
+
+        return determinism.random(self)
+
+    def uuid4(self) -> uuid.UUID:
+        """A version-4 UUID derived like ``random()``: the same on every replay."""
+        from akter.workflow import determinism
+
+        return determinism.uuid4(self)
+
+    def continue_as_new(self, payload: Any) -> NoReturn:
+        """End this run and start the next run of the same execution with ``payload``, in one
+        fenced transaction that keeps the execution id and its event cursor
+        (``continue_as_new.py``). Never returns; compensations do not run, finalizers do."""
+        raise ContinueAsNew(payload)
+
+    def version(self, name: str) -> int:
+        """The version marker recorded when the execution started (0 if it predates it)."""
+        return self._versions.get(name, 0)
+
+    async def compensate(self, effect: Any, undo: Callable[[Any], Any]) -> Any:
+        """Await ``effect``; if it succeeds, ``undo(result)`` (which returns an effect, usually an
+        activity call) runs should the execution fail or be interrupted — also when the step
+        succeeded only after an interrupt arrived. Nothing is undone before its forward step
+        settled; a step that never succeeded is not undone. Compensations run in reverse order
+        of registration, once, by the pass that records the result; a failing undo is reported
+        on the result as ``CompensationFailed``."""
+        entry = Compensation(effect, undo)
+        self.compensations.append(entry)
+        result = await effect
+        entry.settled, entry.result = True, result
+        return result
+
+    async def start(
+        self, actor: ActorType[Any], actor_id: str, workflow: Workflow[I, O], input: I
+    ) -> ChildHandle[O]:
+        """``await wf.start(Warehouse, "w-1", Fulfil, line)``: start a child execution of
+        ``workflow`` (a member of ``actor``) through the child step this workflow declared for
+        it (``Parent.child(...)``); returns its ``ChildHandle`` (``await handle.result()``)."""
+        return await self._child_step(actor, workflow).start(actor_id, input)
+
+    async def run(
+        self, actor: ActorType[Any], actor_id: str, workflow: Workflow[I, O], input: I
+    ) -> Result[O, Exception]:
+        """``await wf.run(...)``: ``start`` and await the child's result, a ``Result``."""
+        return await self._child_step(actor, workflow).run(actor_id, input)
+
+    @staticmethod
+    def _child_step(actor: ActorType[Any], workflow: Workflow[Any, O]) -> ChildStep[O]:
+        driver = current_driver()
+        if driver is None:
+            raise RuntimeError("wf.start and wf.run are awaited in a workflow body")
+        # the scheduler names the running workflow as ``object`` (``running.py``); it is always
+        # the ``Workflow`` whose body is stepped
+        return find_step(cast("Workflow[Any, Any]", driver.workflow), actor, workflow)
+
+    def finalizer(self, thunk: Callable[[], Any]) -> None:
+        """Register ``thunk()`` (returning an effect) to run once when the execution ends,
+        whatever its outcome. Unlike a ``finally:`` block in the body — which runs at every
+        suspension, because each pass closes the body's coroutine — a finalizer runs exactly
+        once, by the pass that records the result."""
+        self.finalizers.append(thunk)
+
+
+class WorkflowActor(ActorType[S]):
+    """An actor type that carries workflow members: the base of ``akter.Actor``
+    (``akter.workflow.actor``), which adds ``workflow(...)`` and ``schedule(...)``. The kernel's
+    ``Actor`` (``akter.actor.declare``) knows commands and events; this type adds the typed
+    ``workflows`` declared on it, so the kernel never imports workflows, and the modules below
+    ``akter.Actor`` (the member's commands, schedules) look workflows up here."""
 
     #: the workflow members declared on this type, by name
     workflows: dict[str, Workflow[Any, Any]]
-    #: the schedules declared on this type (``akter.workflow.schedules``), by name
-    schedules: dict[str, Schedule]
 
     def _declare_members(self) -> None:
         self.workflows = {}
-        self.schedules = {}
 
-    def schedule(self, name: str, **options: Any) -> Schedule:
-        """Declare a schedule on one actor of this type (``akter.workflow.schedules.Schedule``:
-        ``actor_id``, ``tenant``, ``member``, ``payload``, ``cron`` or ``every``, ``timezone``,
-        ``catch_up``, ``max_catch_up``); relays reconcile declared schedules at start-up."""
-        from akter.workflow.schedules import declare
-
-        return declare(self, name, **options)
-
-    def workflow(
-        self,
-        name: str,
-        *,
-        input: type[I],
-        output: Any = None,
-        errors: Sequence[type[Exception]] = (),
-        key: Callable[[I], str] | None = None,
-        versions: dict[str, Versions] | None = None,
-        timeout: timedelta | None = None,
-        key_reuse: KeyReuse | None = None,
-    ) -> Workflow[I, Any]:
-        """Declare a workflow member named ``name``; decorate its body with ``@Workflow.body``
-        (see the README): ``input`` and ``output`` types, declared ``errors``, an optional
-        ``key`` function (a repeated start with the same key and input attaches; ``key_reuse``
-        decides for another input once the execution finished, ``key_policy.py``), version
-        markers, and a ``timeout`` after which an execution is interrupted (``deadline.py``)."""
-        return Workflow(
-            self,
-            name,
-            input=input,
-            output=output,
-            errors=errors,
-            key=key,
-            versions=versions,
-            timeout=timeout,
-            key_reuse=key_reuse,
-        )
+    def _declare_workflow(self, workflow: Workflow[Any, Any]) -> None:
+        """Called by every ``Workflow`` built on this type, once its declaration is checked:
+        record it. ``akter.Actor`` also registers the member's commands here, so a workflow is
+        registered however it was built."""
+        self.workflows[workflow.name] = workflow
 
 
 def workflows_of(actor: ActorType[Any] | None) -> dict[str, Workflow[Any, Any]]:
     """The workflow members of ``actor`` (none for a kernel-only actor type, or ``None``)."""
-    return actor.workflows if isinstance(actor, Actor) else {}
+    return actor.workflows if isinstance(actor, WorkflowActor) else {}
+
+
+#: the turn layer a workflow member's commands stage their marks under (read by ``hook.py``)
+LAYER = "workflow"
+
+
+@attrs.frozen
+class StartMark:
+    execution_id: ExecutionId
+    workflow: Workflow[Any, Any]
+    payload: Any
+    #: named by a key (the workflow's key function, or one given): the key policy applies
+    keyed: bool = False
+    #: the execution's deadline, from the start (``deadline.py``)
+    timeout_ms: int | None = None
+
+
+def stage_start(
+    turn: Turn[Any],
+    workflow: Workflow[Any, Any],
+    payload: Any,
+    key: str | None = None,
+    *,
+    timeout_ms: int | None = None,
+) -> str:
+    """Stage a start of ``workflow`` on the turn's actor; return the execution id. Without
+    ``timeout_ms`` the workflow's declared timeout (if any) is the deadline."""
+    limits.check_payload(workflow.start_command, payload)
+    keyed = key is not None or workflow.key is not None
+    if timeout_ms is None:
+        timeout_ms = workflow.timeout_ms
+    if key is None:
+        key = workflow.key(payload) if workflow.key is not None else turn.command_id
+        n = sum(1 for s in turn.staged.get(LAYER, []) if isinstance(s, StartMark))
+        if workflow.key is None and n:
+            key = f"{key}/{n}"  # a second default-keyed start in one turn gets its own execution
+    eid = ExecutionId(turn.ref, workflow.name, key)
+    turn.stage(LAYER, StartMark(eid, workflow, payload, keyed=keyed, timeout_ms=timeout_ms))
+    return str(eid)
 
 
 class Workflow(Generic[I, O]):
-    """A workflow member of an actor type. Built by ``Actor.workflow``."""
+    """A workflow member of an actor type. Built by ``Actor.workflow``; its actor registers its
+    commands (``commands.register``), which name themselves here."""
+
+    start_command: Command[Any, I, str]
+    interrupt_command: Command[Any, Interrupt, None]
+    retry_command: Command[Any, RetryExecution, None]
+    deadline_command: Command[Any, Interrupt, None]
+    start_with_command: Command[Any, Any, str]
+    pause_command: Command[Any, Pause, None]
+    unpause_command: Command[Any, Unpause, None]
+    resolve_command: Command[Any, Resolve, None]
 
     def __init__(
         self,
-        actor: Actor[Any],
+        actor: WorkflowActor[Any],
         name: str,
         *,
         input: type[I],
@@ -385,17 +549,6 @@ class Workflow(Generic[I, O]):
         timeout: timedelta | None = None,
         key_reuse: KeyReuse | None = None,
     ) -> None:
-        from akter.workflow.commands import (
-            check_timeout,
-            register_commands,
-            register_deadline,
-            register_hold_commands,
-            register_interrupt,
-            register_retry,
-            register_start_child,
-            register_start_with,
-        )
-
         problems: list[str] = []
         if not isinstance(name, str) or not _STEP_NAME.fullmatch(name) or name.startswith("akter"):
             problems.append(f"workflow name {name!r} is not valid (letters, digits, _ . : -; not akter*)")
@@ -428,7 +581,7 @@ class Workflow(Generic[I, O]):
             raise DeclarationError(f"workflow {actor.name}.{name}", problems)
         self.actor = actor
         #: the declared deadline of every execution (ms), unless a start gives its own
-        self.timeout_ms = check_timeout(timeout, "timeout")
+        self.timeout_ms = None if timeout is None else timeout // timedelta(milliseconds=1)
         #: what a keyed start with another input does once the key's execution finished
         self.key_reuse = KeyReuse.REFUSE if key_reuse is None else key_reuse
         self.name = name
@@ -439,14 +592,7 @@ class Workflow(Generic[I, O]):
         self.versions = dict(versions or {})
         self.steps: dict[str, Step] = {}
         self.fn: Callable[[WorkflowContext, I], Awaitable[O]] | None = None
-        actor.workflows[name] = self
-        self.start_command: Command[Any, I, str] = register_commands(self)
-        self.interrupt_command: Command[Any, Interrupt, None] = register_interrupt(self)
-        self.retry_command: Command[Any, RetryExecution, None] = register_retry(self)
-        register_start_child(actor)
-        self.deadline_command: Command[Any, Interrupt, None] = register_deadline(self)
-        self.start_with_command: Command[Any, Any, str] = register_start_with(self)
-        self.pause_command, self.unpause_command, self.resolve_command = register_hold_commands(self)
+        actor._declare_workflow(self)
 
     def __repr__(self) -> str:
         return f"<workflow {self.actor.name}.{self.name}>"
@@ -454,8 +600,6 @@ class Workflow(Generic[I, O]):
     def stage_start(self, turn: Turn[Any], payload: I, key: str | None) -> str:
         """``turn.start(workflow, payload)``: stage a start on the turn (``Turn.start`` checked
         the owner and the payload's type); returns the execution id."""
-        from akter.workflow.commands import stage_start
-
         return stage_start(turn, self, payload, key)
 
     def error_named(self, name: str) -> type[Exception] | None:

@@ -47,16 +47,18 @@ from returns.maybe import Nothing, Some
 from akter import codec
 from akter.errors import CompensationFailed, CorruptRecord, EffectDefect, Interrupted
 from akter.workflow import children, exits
-from akter.workflow.context import Compensation, ContinueAsNew, WorkflowContext
 from akter.workflow.declare import (
     ActivityCall,
     ActivityStep,
     ChildResult,
+    Compensation,
+    ContinueAsNew,
     Race,
     Sleep,
     StartChild,
     Wait,
     Workflow,
+    WorkflowContext,
 )
 from akter.workflow.determinism import Now, RecordNow, resolve_now
 from akter.workflow.effects import All, Effect, as_coroutine

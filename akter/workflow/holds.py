@@ -49,9 +49,10 @@ from akter.errors import (
     ResultTooLarge,
 )
 from akter.ids import ExecutionId
-from akter.workflow.commands import MAX_REASON, HoldMark, Pause, Resolve, interrupter_key, parse_for
+from akter.workflow.commands import HoldMark, interrupter_key, parse_for
 from akter.workflow.declare import ActivityStep
 from akter.workflow.history import StepKey, StepRow
+from akter.workflow.payloads import MAX_REASON, Pause, Resolve
 
 if TYPE_CHECKING:
     from akter.actor.kernel import UnderLock

@@ -63,20 +63,18 @@ from akter.workflow import (
     queries,
 )
 from akter.workflow.commands import (
-    LAYER,
-    MAX_REASON,
     ChildLinkMark,
     HoldMark,
     InterruptMark,
     ResumeMark,
     RetryMark,
-    StartMark,
     interrupter_key,
     parse_for,
     retry_key,
 )
-from akter.workflow.declare import WaitStep, Workflow, workflows_of
+from akter.workflow.declare import LAYER, StartMark, WaitStep, Workflow, workflows_of
 from akter.workflow.key_policy import Decision
+from akter.workflow.payloads import MAX_REASON
 
 if TYPE_CHECKING:
     from akter.actor.declare import Actor

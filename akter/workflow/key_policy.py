@@ -41,7 +41,7 @@ from akter.workflow.policies import KeyReuse
 
 if TYPE_CHECKING:
     from akter.actor.kernel import UnderLock
-    from akter.workflow.commands import StartMark
+    from akter.workflow.declare import StartMark
 
 
 class Decision(enum.Enum):

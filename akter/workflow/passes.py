@@ -78,8 +78,7 @@ from akter.workflow import (
     queries,
     waiting,
 )
-from akter.workflow.context import ContinueAsNew, WorkflowContext
-from akter.workflow.declare import Workflow
+from akter.workflow.declare import ContinueAsNew, Workflow, WorkflowContext
 from akter.workflow.determinism import RecordNow
 from akter.workflow.driver import (
     AwaitEvent,

@@ -43,7 +43,7 @@ from akter import codec, logs, telemetry
 from akter.errors import Interrupted
 from akter.outbox.intents import decode_caller
 from akter.workflow import finish
-from akter.workflow.context import ContinueAsNew, WorkflowContext
+from akter.workflow.declare import ContinueAsNew, WorkflowContext
 from akter.workflow.driver import Driver
 from akter.workflow.exits import Raise
 
@@ -51,8 +51,8 @@ if TYPE_CHECKING:
     from akter.actor.kernel import Committed
     from akter.ids import ExecutionId
     from akter.store.listener import Listener
-    from akter.workflow.commands import ChildLinkMark, StartMark
-    from akter.workflow.declare import Workflow
+    from akter.workflow.commands import ChildLinkMark
+    from akter.workflow.declare import StartMark, Workflow
 
 log = logging.getLogger("akter.workflow")
 

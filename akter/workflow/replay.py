@@ -35,8 +35,7 @@ from akter.callers import Principal
 from akter.errors import CorruptRecord, EffectDefect, InvalidInput
 from akter.ids import ActorRef
 from akter.workflow import children, exits
-from akter.workflow.context import WorkflowContext
-from akter.workflow.declare import Race, Wait, Workflow
+from akter.workflow.declare import Race, Wait, Workflow, WorkflowContext
 from akter.workflow.determinism import BUILTIN_KINDS
 from akter.workflow.driver import (
     AwaitEvent,

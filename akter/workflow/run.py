@@ -39,8 +39,9 @@ from akter.ids import ActorRef, CommandId, ExecutionId, check_execution_key
 from akter.store.listener import Noted
 from akter.store.sqlstate import is_connection_lost
 from akter.workflow import exits, prefix, queries
-from akter.workflow.commands import Interrupt, check_timeout, decode_interrupter, parse_for
+from akter.workflow.commands import check_timeout, decode_interrupter, parse_for
 from akter.workflow.declare import Workflow
+from akter.workflow.payloads import Interrupt
 from akter.workflow.schedule_admin import Schedules, SyncSchedules
 
 if TYPE_CHECKING:

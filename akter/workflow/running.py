@@ -32,7 +32,7 @@ class Scheduler(Protocol):
     the workflow running) need of the driver that steps the body. ``driver.Driver`` implements
     it; neither this module nor ``determinism.py`` imports the driver."""
 
-    # the workflow (``declare.Workflow``) and the context (``context.WorkflowContext``) the body
+    # the workflow (``declare.Workflow``) and the context (``declare.WorkflowContext``) the body
     # runs for, as ``object``: they import this module, and their callers compare them by identity
     @property
     def workflow(self) -> object: ...

@@ -32,6 +32,7 @@ from akter.callers import System
 from akter.errors import ConfigurationError, InvalidInput, UnknownSchedule
 from akter.ids import ActorRef
 from akter.store.sqlstate import is_connection_lost
+from akter.workflow.actor import schedules_of
 from akter.workflow.schedules import (
     ARM,
     FIRE,
@@ -42,7 +43,6 @@ from akter.workflow.schedules import (
     ScheduleHook,
     Spec,
     Stop,
-    schedules_of,
 )
 
 if TYPE_CHECKING:

@@ -29,6 +29,10 @@ Slots come from ``cronsim`` (cron, evaluated in the schedule's time zone, so a 0
 once on DST days: at 03:00 when 02:30 does not exist, at the first 02:30 when it happens
 twice), or from a fixed interval counted from the Unix epoch. Durable time is the database
 clock (``turn.now``).
+
+The declaration record (``Schedule``) is here; ``Actor.schedule`` (``akter.workflow.actor``)
+builds one and keeps it on the actor type, above this module, which names only the base
+``WorkflowActor`` (``declare.py``) and so closes no import cycle with ``akter.Actor``.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from akter.actor.kernel import Committed, UnderLock
 from akter.actor.turn import Turn
 from akter.errors import ConfigurationError, CorruptRecord, DeclarationError, InvalidInput
 from akter.ids import check_execution_key
-from akter.workflow.declare import Actor, workflows_of
+from akter.workflow.declare import WorkflowActor, workflows_of
 
 if TYPE_CHECKING:
     from akter.actor.declare import Command
@@ -226,7 +230,7 @@ class Schedule:
     time (``client.schedules``)."""
 
     name: str
-    actor: Actor[Any]
+    actor: WorkflowActor[Any]
     actor_id: str
     tenant: str
     member: Any
@@ -266,7 +270,7 @@ def _problems(s: Schedule) -> list[str]:  # noqa: PLR0912 -- one check per field
     problems: list[str] = []
     if not isinstance(s.name, str) or not 1 <= len(s.name) <= 100 or ":" in s.name or "@" in s.name:
         problems.append(f"name {s.name!r} must be 1..100 characters without ':' or '@'")
-    if not isinstance(s.actor, Actor):
+    if not isinstance(s.actor, WorkflowActor):
         problems.append(f"actor must be an akter.Actor, got {s.actor!r}")
         return problems
     if getattr(s.member, "actor", None) is not s.actor:
@@ -298,30 +302,14 @@ def _problems(s: Schedule) -> list[str]:  # noqa: PLR0912 -- one check per field
     return problems
 
 
-def declare(actor: Actor[Any], name: str, **options: Any) -> Schedule:
-    """``Actor.schedule(name, ...)``: a declared schedule of ``actor``."""
-    schedule = Schedule(name=name, actor=actor, declared=True, **options)
-    enable(actor)
-    declared = actor.schedules
-    if name in declared:
-        raise DeclarationError(f"schedule {name!r}", [f"{actor.name} already declares a schedule {name!r}"])
-    declared[name] = schedule
-    return schedule
-
-
-def schedules_of(actor: object) -> dict[str, Schedule]:
-    """The schedules declared on ``actor`` (none for a type that is not an ``akter.Actor``)."""
-    return actor.schedules if isinstance(actor, Actor) else {}
-
-
 def enabled(actor: ActorType[Any]) -> bool:
     """Whether ``actor`` carries schedules (``enable`` registered their internal commands)."""
     return FIRE in actor.commands
 
 
-def enable(actor: Actor[Any]) -> None:
+def enable(actor: WorkflowActor[Any]) -> None:
     """Let ``actor`` carry schedules (its internal schedule commands); declaring one does it."""
-    if not isinstance(actor, Actor):
+    if not isinstance(actor, WorkflowActor):
         raise ConfigurationError(f"{actor!r} is not an akter.Actor: only those carry schedules")
     if FIRE in actor.commands:
         return
@@ -347,7 +335,7 @@ def enable(actor: Actor[Any]) -> None:
     actor.internal_command(STOP, stop, renewable=True)
 
 
-def _member(actor: Actor[Any], spec: Spec) -> Any:
+def _member(actor: WorkflowActor[Any], spec: Spec) -> Any:
     table = workflows_of(actor) if spec.kind == "workflow" else actor.commands
     member = table.get(spec.member)
     if member is None:
@@ -359,13 +347,13 @@ def _now_ms(turn: Turn[Any]) -> int:
     return _ms(turn.now)
 
 
-def _arm_timer(actor: Actor[Any], turn: Turn[Any], spec: Spec, due_ms: int) -> None:
+def _arm_timer(actor: WorkflowActor[Any], turn: Turn[Any], spec: Spec, due_ms: int) -> None:
     fire: Command[Any, Any, Any] = actor.commands[FIRE]
     due = datetime.fromtimestamp(due_ms / 1000, tz=UTC)
     staged.stage_internal(turn, turn.ref, fire, Fire(spec, due_ms), key=spec.timer_key, at=due)
 
 
-def _fire(actor: Actor[Any], turn: Turn[Any], payload: Fire) -> int:
+def _fire(actor: WorkflowActor[Any], turn: Turn[Any], payload: Fire) -> int:
     spec, now_ms = payload.spec, _now_ms(turn)
     member = _member(actor, spec)
     value = staged.decode_payload(codec.frame(spec.payload.encode()), member.input)
@@ -383,7 +371,7 @@ def _fire(actor: Actor[Any], turn: Turn[Any], payload: Fire) -> int:
     return slot
 
 
-def _arm(actor: Actor[Any], turn: Turn[Any], payload: Arm) -> int:
+def _arm(actor: WorkflowActor[Any], turn: Turn[Any], payload: Arm) -> int:
     spec = payload.spec
     _member(actor, spec)  # a schedule of a member this code lacks is refused here
     if payload.replaces is not None and payload.replaces != spec.digest:

@@ -27,7 +27,8 @@ from akter.operate.timeline import timeline_json
 from akter.outbox.relay import Relay
 from akter.store.listener import Listener
 from akter.workflow import prefix
-from akter.workflow.commands import LAYER, InterruptMark, stage_start
+from akter.workflow.commands import InterruptMark
+from akter.workflow.declare import LAYER, stage_start
 from akter.workflow.passes import Pass
 from tests.integration.conftest import Peek
 from tests.integration.workflow_support import quiet, until

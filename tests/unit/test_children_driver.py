@@ -13,7 +13,7 @@ from akter import tagged
 from akter.errors import CorruptRecord, EffectDefect
 from akter.ids import ActorRef
 from akter.workflow.children import AwaitChildNeed, StartChildNeed
-from akter.workflow.context import WorkflowContext
+from akter.workflow.declare import WorkflowContext
 from akter.workflow.driver import Driver, RunActivity, StepKey, StepRow
 from akter.workflow.exits import Ok, Raise
 

@@ -14,7 +14,7 @@ import pytest
 import akter
 from akter.errors import EffectDefect, ExecutionKeyConflict
 from akter.ids import ActorRef
-from akter.workflow.context import ContinueAsNew, WorkflowContext
+from akter.workflow.declare import ContinueAsNew, WorkflowContext
 from akter.workflow.determinism import RecordNow
 from akter.workflow.driver import Driver, StepKey, StepRow
 from akter.workflow.exits import Ok, Raise

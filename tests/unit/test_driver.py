@@ -14,7 +14,7 @@ from returns.maybe import Some
 import akter
 from akter.errors import CompensationFailed, EffectDefect, Interrupted
 from akter.ids import ActorRef
-from akter.workflow.context import WorkflowContext
+from akter.workflow.declare import WorkflowContext
 from akter.workflow.driver import (
     FINISH_SCOPE,
     AwaitEvent,

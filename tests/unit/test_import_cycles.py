@@ -1,25 +1,13 @@
 """akter's modules import each other without a cycle, counting every import: at module top,
 inside a function, and under ``TYPE_CHECKING``. A local or type-only import still couples two
-modules; a cycle it closes comes back at the next refactor (issue 23).
-
-One cycle is allowed while the workflow package is being layered: ``WORKFLOW_CYCLE`` names
-exactly the modules in it. A cycle anywhere else fails, so does a module joining that one, and
-so does a module that left it and is still named (the allowance only shrinks).
+modules; a cycle it closes comes back at the next refactor (issue 23). There is no allowance:
+a cycle anywhere in akter fails, naming each import that closes it.
 """
 
 from __future__ import annotations
 
 import grimp
 import pytest
-
-WORKFLOW_CYCLE = frozenset(
-    {
-        "akter.workflow.commands",
-        "akter.workflow.context",
-        "akter.workflow.declare",
-        "akter.workflow.schedules",
-    }
-)
 
 Imports = dict[str, set[str]]
 
@@ -99,13 +87,7 @@ def test_cycles_finds_a_cycle_closed_by_any_edge() -> None:
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_no_import_cycle_outside_the_workflow_allowance(graph: grimp.ImportGraph) -> None:
+def test_no_import_cycle_in_akter(graph: grimp.ImportGraph) -> None:
     imports = imports_of(graph)
-    outside = [c for c in cycles(imports) if not c <= WORKFLOW_CYCLE]
-    assert not outside, "import cycles in akter:\n" + "\n".join(describe(graph, imports, c) for c in outside)
-
-
-def test_the_workflow_allowance_names_only_modules_still_in_a_cycle(graph: grimp.ImportGraph) -> None:
-    still = set().union(*(c for c in cycles(imports_of(graph)) if c <= WORKFLOW_CYCLE))
-    left = sorted(WORKFLOW_CYCLE - still)
-    assert not left, f"these modules left the workflow cycle; remove them from WORKFLOW_CYCLE: {left}"
+    found = cycles(imports)
+    assert not found, "import cycles in akter:\n" + "\n".join(describe(graph, imports, c) for c in found)
