@@ -14,7 +14,7 @@ without notice. What is public, and why:
   ``client.actor(...)`` an ``akter.ActorHandle``; a start gives a ``Run`` (``run.poll()`` a
   ``Status``), a child start a ``ChildHandle``, ``client.schedules`` the ``Schedules`` (listing
   ``ScheduleInfo``). The kernel's and the workflow layer's halves of the clients carry other names
-  (``akter.actor.client.KernelClient``, ``akter.workflow.run.WorkflowClient``), so that
+  (``akter.actor.client.KernelClient``, ``akter.workflow.client.run.WorkflowClient``), so that
   ``client: akter.Client`` has every method ``app.client()``'s client has. Users annotate with
   these; they never construct them. ``ActivityStep`` is what ``wf.activity(...)`` declares, for
   helpers that return one; the other step kinds are never annotated and stay internal.
@@ -76,15 +76,15 @@ from akter.errors import (
 from akter.ids import ActorRef
 from akter.operate.client import ActorHandle, Client, SyncClient
 from akter.operate.query import ExecutionFilter
-from akter.workflow.activity import ActivityContext, activity_context
-from akter.workflow.actor import Actor
-from akter.workflow.declare import ActivityStep, ChildHandle, Workflow, WorkflowContext
-from akter.workflow.effects import all_ as all  # noqa: F401 -- public as akter.all, out of __all__
-from akter.workflow.policies import KeyReuse, Retry, Versions
-from akter.workflow.run import Run, Status
-from akter.workflow.schedule_admin import ScheduleInfo, Schedules
-from akter.workflow.schedules import Schedule
-from akter.workflow.schedules import enable as enable_schedules
+from akter.workflow.api.activity import ActivityContext, activity_context
+from akter.workflow.api.actor import Actor
+from akter.workflow.api.declare import ActivityStep, ChildHandle, Workflow, WorkflowContext
+from akter.workflow.api.effects import all_ as all  # noqa: F401 -- public as akter.all, out of __all__
+from akter.workflow.api.policies import KeyReuse, Retry, Versions
+from akter.workflow.api.schedules import Schedule
+from akter.workflow.api.schedules import enable as enable_schedules
+from akter.workflow.client.run import Run, Status
+from akter.workflow.client.schedule_admin import ScheduleInfo, Schedules
 
 if TYPE_CHECKING:
     from akter.app import App

@@ -42,8 +42,9 @@ from akter.operate.gauges import observe_database
 from akter.outbox.intents import OutboxHook
 from akter.outbox.relay import Relay, RelayPlugin, RelaySettings
 from akter.tuning import EngineTuning
-from akter.workflow import children, schedules
-from akter.workflow.declare import workflows_of
+from akter.workflow.api import schedules
+from akter.workflow.api.declare import workflows_of
+from akter.workflow.core import children
 
 log = logging.getLogger("akter")
 
@@ -62,7 +63,7 @@ class App:
     want the smallest tables and need no inspection or replay of finished histories.
     ``failed_pass_limit``: how many passes of one execution may fail in a row (an exception
     escaping the pass itself, not a declared error) before it needs attention instead of being
-    retried by its recovery timer again (``akter.workflow.holds``).
+    retried by its recovery timer again (``akter.workflow.engine.holds``).
 
     ``migrate_on_start``: apply the ``sql/`` migrations when the engine starts. ``None`` (the
     default) migrates only the embedded PostgreSQL (no ``database_url``, no
@@ -114,7 +115,7 @@ class App:
         if any(workflows_of(a) for a in self.actors.values()):
             self._add_workflows()
         if any(schedules.enabled(a) for a in self.actors.values()):
-            from akter.workflow.schedule_admin import install
+            from akter.workflow.client.schedule_admin import install
 
             install(self)
         #: the engine; ``_started`` when ``start()`` opened it (else a script's client did)
@@ -129,9 +130,9 @@ class App:
         self._portal_lock = threading.Lock()
 
     def _add_workflows(self) -> None:
-        from akter.workflow.hook import WorkflowHook
-        from akter.workflow.host import Handoffs
-        from akter.workflow.runner import WorkflowRunner
+        from akter.workflow.engine.hook import WorkflowHook
+        from akter.workflow.engine.host import Handoffs
+        from akter.workflow.engine.runner import WorkflowRunner
 
         problems = [p for a in self.actors.values() for w in workflows_of(a).values() for p in w.validate()]
         if problems:
@@ -153,7 +154,7 @@ class App:
     def plugins_for_relay(self) -> list[RelayPlugin]:
         """What a new relay of this App runs beside it: a workflow runner of its own (the App's
         ``workflow_runner`` for the first relay running at a time) and any other plugins."""
-        from akter.workflow.runner import WorkflowRunner
+        from akter.workflow.engine.runner import WorkflowRunner
 
         return [p.claim() if isinstance(p, WorkflowRunner) else p for p in self.relay_plugins]
 

@@ -49,10 +49,10 @@ from akter.store.migrate import migrate as apply_migrations
 from akter.store.pool import open_pool
 from akter.store.session import Session, local_ms
 from akter.store.sqlstate import is_connection_lost
-from akter.workflow.manifest_store import accept as accept_manifests
+from akter.workflow.engine.manifest_store import accept as accept_manifests
 
 #: the channel a finish notifies on (``akter_wf_finish``): the execution id, with a small result
-#: before it (``akter.workflow.run``)
+#: before it (``akter.workflow.client.run``)
 FINISHED_CHANNEL = "akter_finished"
 
 

@@ -67,7 +67,7 @@ as ``__cause__``), because a handler defect must reach the caller and never comm
 
 Control-flow signals are not in this tree and not ``Exception`` at all: like Trio's ``Cancelled``
 they derive from ``BaseException``, so an ``except Exception`` (a user's, or a loop's that logs and
-goes on) cannot swallow them. A workflow pass ends on ``akter.workflow.passes.Stale`` (its
+goes on) cannot swallow them. A workflow pass ends on ``akter.workflow.engine.passes.Stale`` (its
 generation no longer holds); a workflow body is suspended with ``GeneratorExit`` at its await.
 
 Raw driver errors (``psycopg.OperationalError``, ``psycopg_pool.PoolTimeout``) are retried where

@@ -2,7 +2,7 @@
 
 A fingerprint (``fingerprint``) describes how the codec (cattrs' JSON preconf converter, see
 ``codec.py``) stores and reads a type, and nothing else. Workflow manifests
-(``akter.workflow.manifest``) and actor manifests (``akter.actor.manifest``) are made of them;
+(``akter.workflow.core.manifest``) and actor manifests (``akter.actor.manifest``) are made of them;
 the actor kernel stamps every stored state with the ``shape`` (the hash of its type's
 fingerprint) it was written in (``akter.actor.upgrade``).
 

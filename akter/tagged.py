@@ -1,7 +1,7 @@
 """The one codec for tagged outcomes: ``{"ok": value}`` and ``{"error": {"type", "value"}}``.
 
 A turn's receipt (``akter.actor.kernel``), a step's or an execution's exit
-(``akter.workflow.exits``, which adds its own tags: defects, interrupts, races) and the inspector
+(``akter.workflow.core.exits``, which adds its own tags: defects, interrupts, races) and the inspector
 (``akter.inspect.decode``, which shows what does not decode instead of raising) all store and read
 a success and a declared error the same way. This module is that way, written once:
 

@@ -334,8 +334,8 @@ def traced_pass(fn: Callable[..., Awaitable[R]]) -> Callable[..., Coroutine[Any,
 
 
 def pass_in_turn(eid: Any, outcome: str, began_ns: int, seconds: float) -> None:
-    """A start turn finished its execution itself (``akter.workflow.prefix``): the first pass it
-    stands for, as the span and count a pass that finished would leave (``akter.pass.result`` =
+    """A start turn finished its execution itself (``akter.workflow.engine.prefix``): the first pass
+    it stands for, as the span and count a pass that finished would leave (``akter.pass.result`` =
     ``finished``, with the outcome), begun when the body ran. Called once the turn committed."""
     if not active():
         return

@@ -49,9 +49,9 @@ class EngineTuning:
     #: the relay's refresh would find it later than it falls due.
     notify_within_ms: int = 10_000
     #: Combined step-boundary writes in flight at once, per pool (1: measured best,
-    #: ``akter.workflow.combine``): boundaries ready meanwhile go together in the next one.
+    #: ``akter.workflow.engine.combine``): boundaries ready meanwhile go together in the next one.
     combine_most: int = 1
     #: The safety net of a fenced pass's wait for a handed-over generation (5 s,
-    #: ``akter.workflow.activation``). The wait ends on events; this bound only fires if a turn
+    #: ``akter.workflow.engine.activation``). The wait ends on events; this bound only fires if a turn
     #: that took a generation for this process neither hands it over nor is dropped, and logs.
     handoff_safety: timedelta = timedelta(seconds=5)

@@ -50,7 +50,9 @@ sys.path.insert(0, str(ROOT))
 import akter  # noqa: E402 -- after the path is set, so the checkout's akter is the one measured
 from akter.store.database import resolve_database_url  # noqa: E402
 from akter.store.migrate import migrate  # noqa: E402
-from akter.workflow import check, manifest, manifest_store  # noqa: E402
+from akter.workflow.core import manifest  # noqa: E402
+from akter.workflow.engine import manifest_store  # noqa: E402
+from akter.workflow.tools import check  # noqa: E402
 
 ACTOR_TYPES = ("Orders", "Payments", "Shipping", "Returns")
 WORKFLOWS_PER_TYPE = 5

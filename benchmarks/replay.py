@@ -58,7 +58,8 @@ import akter  # noqa: E402 -- after the path is set, so the checkout's akter is 
 from akter.ids import ActorRef, ExecutionId  # noqa: E402
 from akter.store.database import resolve_database_url  # noqa: E402
 from akter.store.migrate import migrate  # noqa: E402
-from akter.workflow import manifest, replay_read  # noqa: E402
+from akter.workflow.core import manifest  # noqa: E402
+from akter.workflow.tools import replay_read  # noqa: E402
 from benchmarks.scratch import scratch_database  # noqa: E402
 
 

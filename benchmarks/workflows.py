@@ -415,10 +415,10 @@ async def akter_replay(url: str, n: int) -> dict[str, Any]:
 
     from akter import codec
     from akter.outbox.intents import decode_caller
-    from akter.workflow import queries
-    from akter.workflow.declare import WorkflowContext
-    from akter.workflow.driver import Driver
-    from akter.workflow.passes import _row
+    from akter.workflow.api.declare import WorkflowContext
+    from akter.workflow.core.driver import Driver
+    from akter.workflow.engine import queries
+    from akter.workflow.engine.passes import _row
 
     counter = StatementCounter()
     async with AkterBench(url) as b:

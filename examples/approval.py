@@ -24,7 +24,7 @@ import attrs
 from returns.maybe import Maybe, Some
 
 import akter
-from akter.workflow.declare import ActivityStep
+from akter.workflow.api.declare import ActivityStep
 
 RESPOND_WITHIN = timedelta(days=2)
 

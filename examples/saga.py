@@ -26,7 +26,7 @@ import attrs
 from returns.result import Failure, Result, Success
 
 import akter
-from akter.workflow.declare import ActivityStep
+from akter.workflow.api.declare import ActivityStep
 
 # ---- the services (stand-ins) -----------------------------------------------------------------
 

@@ -22,7 +22,7 @@ and counting only where something changed:
    pending waits of open executions on that event type) or ``INTENTS`` count the stored rows
    of exactly those tags and commands. A change no stored row uses is allowed.
 
-Two callers: ``akter.workflow.check.check`` (``akter workflows check``, ``akter relay``'s
+Two callers: ``akter.workflow.tools.check.check`` (``akter workflows check``, ``akter relay``'s
 start-up check) adds the refusals to its report; ``refuse_misreads``, called when an App opens
 its runtime, raises ``IncompatibleStoredData`` with the same report before anything is written.
 """

@@ -6,7 +6,7 @@ empty, every field of a state, event, payload, result or error type the codec ca
 path: ``Cart.total: complex ...``). Nothing here touches the database; ``drive.py`` runs a
 declared command as a turn (the sequence of ``plan.py``) and ``client.py`` addresses declared
 actors. Workflow members are added from above: ``akter.Actor`` is the workflow layer's subclass
-of this ``Actor`` (``akter.workflow.actor.Actor``), which this module never imports.
+of this ``Actor`` (``akter.workflow.api.actor.Actor``), which this module never imports.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ I_contra = TypeVar("I_contra", contravariant=True)
 
 
 class Startable(Protocol[I_contra]):
-    """A member a turn can start (a workflow, ``akter.workflow.declare.Workflow``): its owner
+    """A member a turn can start (a workflow, ``akter.workflow.api.declare.Workflow``): its owner
     type, its input type, and how it stages its start on the turn. Defined here so that ``Turn.start``
     needs no import of the layer that implements it."""
 

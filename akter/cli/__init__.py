@@ -15,7 +15,7 @@ subcommand::
     3    akter itself failed (a bug): its traceback, then an ``akter: internal error`` line
     130  interrupted (Ctrl-C) before it finished
 
-``akter workflows check APP`` is the deploy check (``akter.workflow.check``): 0 compatible, 1
+``akter workflows check APP`` is the deploy check (``akter.workflow.tools.check``): 0 compatible, 1
 refused, 2 usage or database errors. ``akter relay`` runs the same check before it starts and
 exits 1 with the same report when it refuses (an App whose actor types would misread stored
 data is refused as its runtime opens, with that report too).

@@ -1,7 +1,7 @@
 """``akter relay APP``: the relay process for an App, until SIGTERM or SIGINT.
 
 It waits for PostgreSQL with backoff (invariant 12), applies the migrations, runs the deploy
-check (``akter.workflow.check``) and refuses to start, exit 1 with the check's report, when this
+check (``akter.workflow.tools.check``) and refuses to start, exit 1 with the check's report, when this
 code cannot replay every open execution or would misread stored data; then it runs the App's
 relay (``App.relay``, the same relay, gauges and drain as in process) until asked to stop.
 
@@ -285,9 +285,9 @@ async def _run_relay(app: Any, settings: Any) -> int:
 
 
 async def _workflow_check(app: Any, engine: Any) -> int:
-    """The deploy check at start-up (``akter.workflow.check``) on the App's own pool: 0 to go
+    """The deploy check at start-up (``akter.workflow.tools.check``) on the App's own pool: 0 to go
     on, else the exit code."""
-    from akter.workflow import check
+    from akter.workflow.tools import check
 
     try:
         async with engine.sender.pool.connection() as conn:

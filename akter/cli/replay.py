@@ -1,5 +1,5 @@
 """``akter workflows replay APP``: replay open executions, and a sample of finished ones, under
-APP's bodies, read-only (``akter.workflow.replay``, ``akter.workflow.replay_read``).
+APP's bodies, read-only (``akter.workflow.tools.replay``, ``akter.workflow.tools.replay_read``).
 
 The command only turns flags into a call and a report into output and an exit code: 0 every
 checked execution replays, 1 one diverged (the report says where), 2 usage or database errors.
@@ -21,8 +21,9 @@ from akter.cli import replay_jobs
 from akter.cli import support as cli_support
 from akter.errors import AkterError, ConfigurationError
 from akter.store.pool import connection_kwargs
-from akter.workflow import manifest, replay_read
-from akter.workflow.replay_report import ReplayReport
+from akter.workflow.core import manifest
+from akter.workflow.tools import replay_read
+from akter.workflow.tools.replay_report import ReplayReport
 
 if TYPE_CHECKING:
     from akter.app import App

@@ -22,8 +22,9 @@ from typing import Any
 
 import psycopg
 
-from akter.workflow import manifest, replay_read
-from akter.workflow.replay_report import ReplayReport, Tally
+from akter.workflow.core import manifest
+from akter.workflow.tools import replay_read
+from akter.workflow.tools.replay_report import ReplayReport, Tally
 
 #: open executions from which the command replays in several processes when not told
 PARALLEL_FROM = 20_000

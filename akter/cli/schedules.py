@@ -2,7 +2,7 @@
 
 Each subcommand imports ``APP`` (``module:attribute``), starts its engine on the App's database
 (``--database-url``, the App's own, ``AKTER_DATABASE_URL``, else the embedded server) and calls
-``client.schedules`` (``akter.workflow.schedule_admin``): a change is a receipted turn on the
+``client.schedules`` (``akter.workflow.client.schedule_admin``): a change is a receipted turn on the
 schedule's actor, like any other. ``--json`` prints machine-readable output. Exit 0 on success,
 1 when the schedule does not exist, 2 for usage, configuration and database errors.
 """
@@ -144,8 +144,8 @@ def add_command(  # noqa: PLR0917 -- one parameter per option
 ) -> None:
     """Add a schedule (or replace the one of that name on the same actor)."""
     from akter import codec
-    from akter.workflow.declare import workflows_of
-    from akter.workflow.schedules import Schedule
+    from akter.workflow.api.declare import workflows_of
+    from akter.workflow.api.schedules import Schedule
 
     if (command is None) == (workflow is None):
         cli_support.fail("give either --command or --workflow")

@@ -1,4 +1,4 @@
-"""``akter workflows check APP``: the deploy check (``akter.workflow.check``) as a command.
+"""``akter workflows check APP``: the deploy check (``akter.workflow.tools.check``) as a command.
 
 It prints the check's report (text, or ``--json``) and exits on it: 0 compatible, 1 refused, 2
 usage or database errors. It reads through its own connection, never the App's runtime: a deploy
@@ -19,7 +19,7 @@ import psycopg
 from akter.cli import support
 from akter.cli.support import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from akter.errors import AkterError, ConfigurationError
-from akter.workflow import check
+from akter.workflow.tools import check
 
 if TYPE_CHECKING:
     from akter.app import App

@@ -40,7 +40,7 @@ import akter
 from akter import inspect as views
 from akter.errors import CorruptRecord
 from akter.ids import ActorRef, ExecutionId
-from akter.workflow.declare import ActivityStep
+from akter.workflow.api.declare import ActivityStep
 
 T = TypeVar("T")
 

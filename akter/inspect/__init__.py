@@ -8,7 +8,7 @@ consistent snapshot, and nothing is ever written.
 
 Values are decoded with the declarations of the ``App`` given — the actor's state type, its event
 types, each command's input and output, each workflow step's result and error types — through the
-codec the engine itself uses (``akter.codec``, the exit tags of ``akter.workflow.exits``). A value
+codec the engine itself uses (``akter.codec``, the exit tags of ``akter.workflow.core.exits``). A value
 that does not decode, or whose declaration is gone from the App, is shown as *undecodable* with
 the reason and its raw form; nothing is replaced by a default (design, section 5).
 

@@ -13,7 +13,7 @@ from akter import codec, tagged
 from akter.errors import CorruptRecord
 
 if TYPE_CHECKING:
-    from akter.workflow.declare import Step
+    from akter.workflow.api.declare import Step
 
 from akter.inspect.limits import RAW_BYTES
 
@@ -113,7 +113,7 @@ def decode_exit(  # noqa: PLR0911, PLR0912 -- one branch per exit tag, in the or
     if bad is not None:
         return bad
     if isinstance(primitive, dict) and isinstance(primitive.get("resolved_by"), str):
-        # an attempt a person resolved (akter.workflow.holds): the exit, and who decided it
+        # an attempt a person resolved (akter.workflow.engine.holds): the exit, and who decided it
         rest = {k: v for k, v in primitive.items() if k not in ("resolved_by", "resolution")}
         shown = decode_exit(codec.encode(rest), where, ok, errors)
         if not shown.ok:
@@ -185,7 +185,7 @@ def ok_as(as_type: Any) -> Callable[[Any], Shown]:
 
 
 def step_ok(step: Step | None) -> Callable[[Any], Shown] | None:
-    from akter.workflow.declare import ActivityStep, SleepStep, WaitStep
+    from akter.workflow.api.declare import ActivityStep, SleepStep, WaitStep
 
     if isinstance(step, ActivityStep) or getattr(step, "kind", None) == "child":
         return ok_as(getattr(step, "success", None))

@@ -13,11 +13,11 @@ from psycopg.rows import dict_row
 from akter.actor.upgrade import stored_type
 from akter.errors import AkterError
 from akter.ids import ACTOR_KEY, ActorRef, ExecutionId
-from akter.workflow.declare import workflows_of
+from akter.workflow.api.declare import workflows_of
 
 if TYPE_CHECKING:
     from akter.actor.declare import Actor, Command
-    from akter.workflow.declare import Workflow
+    from akter.workflow.api.declare import Workflow
 
 from akter.inspect.children import read_children
 from akter.inspect.decode import (

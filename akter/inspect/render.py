@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from akter.workflow.driver import StepKey
+from akter.workflow.core.driver import StepKey
 
 if TYPE_CHECKING:
     pass

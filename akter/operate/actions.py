@@ -10,7 +10,7 @@ caller, so the actor's access policy decides and the execution records who asked
   execution of the same input, acting for the same principal, linked to the old one
   (``retry_of``, ``retried_by``); a blocked one is offered to runners again now;
 * pause and resume — ``akter.wf.pause:<Workflow>`` (with a reason) and
-  ``akter.wf.unpause:<Workflow>`` (``akter.workflow.holds``);
+  ``akter.wf.unpause:<Workflow>`` (``akter.workflow.engine.holds``);
 * resolve — ``akter.wf.resolve:<Workflow>``: an execution that needs attention gets the waiting
   attempt's result, a declared error, one more attempt (or pass), or fails. The resolution names
   the attempt this side read as waiting, so two operators deciding at once cannot both win: the
@@ -45,9 +45,9 @@ from akter.callers import Caller
 from akter.errors import AccessDenied, AkterError, InvalidExecutionId, InvalidInput
 from akter.ids import ActorRef, CommandId, ExecutionId
 from akter.operate.query import DEFAULT_PAGE, ExecutionFilter, iterate
-from akter.workflow.commands import retry_key
-from akter.workflow.declare import Workflow, workflows_of
-from akter.workflow.payloads import MAX_REASON, Interrupt, Pause, Resolve, RetryExecution, Unpause
+from akter.workflow.api.commands import retry_key
+from akter.workflow.api.declare import Workflow, workflows_of
+from akter.workflow.api.payloads import MAX_REASON, Interrupt, Pause, Resolve, RetryExecution, Unpause
 
 OPEN_STATUSES = ("running", "suspended", "blocked", "paused", "needs_attention")
 #: what a pause applies to: every open execution but a paused one

@@ -4,7 +4,7 @@
 Each layer adds its half by inheritance, and only the top class carries the public name: the
 kernel's ``KernelClient`` sends commands, queries and subscribes (``akter.actor.client``); the
 workflow layer's ``WorkflowClient`` starts and re-attaches to executions and holds the schedules
-(``akter.workflow.run``); this module mixes in the operator's methods — find, show, interrupt,
+(``akter.workflow.client.run``); this module mixes in the operator's methods — find, show, interrupt,
 retry, pause, resume, resolve — which are sent as the client's caller. So a user who annotates
 ``client: akter.Client`` gets every method ``app.client()``'s client has."""
 
@@ -35,7 +35,7 @@ from akter.operate.query import (
     read_page,
 )
 from akter.operate.timeline import Timeline, read_timeline
-from akter.workflow.run import SyncWorkflowClient, WorkflowActorHandle, WorkflowClient
+from akter.workflow.client.run import SyncWorkflowClient, WorkflowActorHandle, WorkflowClient
 
 S = TypeVar("S")
 

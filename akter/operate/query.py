@@ -37,7 +37,7 @@ from psycopg.rows import dict_row
 from akter.errors import InvalidInput
 from akter.ids import ActorRef, ExecutionId
 from akter.operate.why import Pending, Rest, why
-from akter.workflow.driver import StepKey
+from akter.workflow.core.driver import StepKey
 
 STATUSES = ("running", "suspended", "blocked", "paused", "needs_attention", "finished")
 OUTCOMES = ("succeeded", "failed", "defect", "interrupted")

@@ -23,8 +23,8 @@ from akter.inspect.read import Declarations, read_execution
 from akter.inspect.render import jsonable, span, when
 from akter.inspect.views import ExecutionView, StepView
 from akter.operate.why import Pending, Rest, pending_note, why
-from akter.workflow.driver import StepKey
-from akter.workflow.exits import interrupted_note
+from akter.workflow.core.driver import StepKey
+from akter.workflow.core.exits import interrupted_note
 
 #: how many earlier runs the text timeline lists (the JSON form has them all)
 RUNS_SHOWN = 10

@@ -11,7 +11,7 @@ import attrs
 
 from akter.inspect.decode import one_line
 from akter.inspect.render import when
-from akter.workflow.exits import interrupted_note
+from akter.workflow.core.exits import interrupted_note
 
 
 @attrs.frozen

@@ -2,7 +2,7 @@
 
 ``Listener`` holds one connection in ``LISTEN <channel>`` (never inside a transaction) and hands
 each notification to the waiters subscribed to its payload. ``run.result()`` is its user: the
-channel is ``akter_finished`` and the payload an execution id (``akter.workflow.run``), so a
+channel is ``akter_finished`` and the payload an execution id (``akter.workflow.client.run``), so a
 process waiting for a thousand results holds one connection, not a thousand. The same
 connection also listens on the channels passed as ``channels`` (the engine adds
 ``akter_events``, whose payload is an actor's routing key: ``akter.actor.subscribe``); a waiter

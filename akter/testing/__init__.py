@@ -21,7 +21,7 @@ Processes a test starts arm crashes through ``AKTER_FAULTS`` (see ``akter.faults
 are listed in ``akter.faults.POINTS``.
 
 **Histories.** ``export_history`` writes executions, as the database holds them, to a JSON file
-(``akter.workflow.history_file``); ``replay_history`` replays a file's executions under an App's
+(``akter.workflow.tools.history_file``); ``replay_history`` replays a file's executions under an App's
 bodies with no database and no I/O — what ``akter workflows replay`` does against the database —
 so a test suite can keep histories recorded by earlier versions of its code and fail when a
 change would not replay them::
@@ -46,8 +46,8 @@ from akter.testing._clock import Clock
 from akter.testing._explore import Explorer, ExploreReport, explore
 from akter.testing._faults import crash, disarm_all, fail, pause
 from akter.testing._histories import export_history, load_history, read_history, replay_history
-from akter.workflow.history_file import History
-from akter.workflow.replay_report import ReplayReport
+from akter.workflow.tools.history_file import History
+from akter.workflow.tools.replay_report import ReplayReport
 
 __all__ = [
     "POINTS",

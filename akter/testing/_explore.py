@@ -54,7 +54,7 @@ from akter.testing._clock import Clock
 if TYPE_CHECKING:
     from akter.actor.declare import Actor
     from akter.app import App
-    from akter.workflow.declare import Workflow
+    from akter.workflow.api.declare import Workflow
 
 #: where a run is crashed: after its start or resume turn committed and before the pass it
 #: handed over began, before an attempt runs, after its effects and before its settle, before
@@ -405,7 +405,7 @@ class _Explorer:
 
 
 def _key(row: tuple[Any, ...]) -> str:
-    from akter.workflow.history import StepKey
+    from akter.workflow.api.history import StepKey
 
     return str(StepKey(row[0], row[1], row[2]))
 

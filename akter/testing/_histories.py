@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from akter.errors import InvalidExecutionId
-from akter.workflow import history_file, manifest, replay_read
-from akter.workflow.history_file import History
-from akter.workflow.replay import RecordedExecution
-from akter.workflow.replay_report import ReplayReport, replay_all
+from akter.workflow.core import manifest
+from akter.workflow.tools import history_file, replay_read
+from akter.workflow.tools.history_file import History
+from akter.workflow.tools.replay import RecordedExecution
+from akter.workflow.tools.replay_report import ReplayReport, replay_all
 
 if TYPE_CHECKING:
     from akter.actor.declare import Actor

@@ -1,4 +1,4 @@
--- Step boundaries of several passes in one round trip (akter/workflow/combine.py).
+-- Step boundaries of several passes in one round trip (akter/workflow/engine/combine.py).
 --
 -- A step boundary is one pass's write before an activity attempt runs: fence, settle what the
 -- pass ran, write the next attempt pending, keep the recovery timer armed. When several passes

@@ -4,7 +4,7 @@
 -- its commit). The triggers on the execution's status do the rest (the deadline's intent, the
 -- parent's resume, the children's interrupts, the pause cleared).
 --
--- One notification on akter_finished (akter.store.listener, akter.workflow.run). It carries the
+-- One notification on akter_finished (akter.store.listener, akter.workflow.client.run). It carries the
 -- result, so a client waiting in another process (run.result()) needs no read after the wake:
 --
 --     <run number>.<base64 of the stored result> <execution id>

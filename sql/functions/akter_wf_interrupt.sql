@@ -1,4 +1,4 @@
--- An interrupt turn (akter/workflow/commands.py), under the owner's row lock the turn holds:
+-- An interrupt turn (akter/workflow/api/commands.py), under the owner's row lock the turn holds:
 -- flag the execution, keep who asked first (p_by) and their reason, and make its timer due at
 -- p_due (NULL: now), so its next pass runs its compensations and finishes it as interrupted.
 -- status is the execution's before the interrupt, NULL when no such execution exists; a

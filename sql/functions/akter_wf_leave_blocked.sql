@@ -1,4 +1,4 @@
--- A runner that cannot replay an execution (an incompatible deploy: akter/workflow/adopt.py)
+-- A runner that cannot replay an execution (an incompatible deploy: akter/workflow/engine/adopt.py)
 -- leaves it suspended with p_reason as its blocked reason, and its timer at p_due, fenced like
 -- every engine write: a pass fenced out must learn it (and run on under the newer generation
 -- its runner may hold), never leave the execution as it found it. A pause asked meanwhile

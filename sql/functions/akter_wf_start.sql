@@ -1,4 +1,4 @@
--- A start, in the start turn that holds the owner's row lock (akter/workflow/hook.py): insert the
+-- A start, in the start turn that holds the owner's row lock (akter/workflow/engine/hook.py): insert the
 -- execution running, with its cursor at the owner's event sequence as it stands before this
 -- turn's own events are written (the turn's hooks run before the kernel's write), then arm its
 -- timer at p_due (NULL: now) in a later statement, which sees the row. A repeated keyed start

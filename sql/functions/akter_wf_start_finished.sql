@@ -1,4 +1,4 @@
--- A start whose body ended before it asked for any effect (akter/workflow/prefix.py): the start
+-- A start whose body ended before it asked for any effect (akter/workflow/engine/prefix.py): the start
 -- turn, which runs the body's in-memory prefix, writes the execution already finished — the row
 -- a start inserts (queries.START: its event cursor at the owner's sequence before this turn's
 -- events) as a pass's finish leaves it (akter_wf_finish: outcome, result, finished_at, and the

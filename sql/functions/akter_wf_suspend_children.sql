@@ -1,4 +1,4 @@
--- akter_wf_suspend_settled for an execution that has children (akter/workflow/children.py,
+-- akter_wf_suspend_settled for an execution that has children (akter/workflow/core/children.py,
 -- docs/children.md), unless a child its live branches await (p_awaited, their execution ids)
 -- has finished: then only the pass's settles are written and the suspension is refused
 -- (unscanned), so the pass goes on and records the child's result (invariant 13).

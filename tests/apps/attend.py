@@ -1,4 +1,4 @@
-"""Workflows for the consecutive-failure cap of ``akter.workflow.holds``: ``Mend``'s passes fail
+"""Workflows for the consecutive-failure cap of ``akter.workflow.engine.holds``: ``Mend``'s passes fail
 every time where a test arms ``akter.testing.fail`` (a bug in akter's own code, as it would
 look), so after ``failed_pass_limit`` failed passes in a row the execution needs attention
 instead of crash-looping; ``Relapse`` raises a declared error whose field cannot be stored,

@@ -1,4 +1,4 @@
-"""A three-activity workflow for the tests of combined step boundaries (``akter/workflow/combine.py``).
+"""A three-activity workflow for the tests of combined step boundaries (``akter/workflow/engine/combine.py``).
 
 Each activity's body counts its runs: in process (``CALLS``, by ``<name>-<step>``) and, when
 ``AKTER_DATABASE_URL`` is set (an ``akter relay tests.apps.combining:app`` process), in the

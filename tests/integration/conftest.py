@@ -60,8 +60,8 @@ def polls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The reads ``run.result()`` makes (``Run._poll``), by execution id, with no fallback poll
     within the test: every read counted is one a notification, a reconnect or the first check
     asked for, never one a slow moment of the machine added."""
-    from akter.workflow import run as run_module
-    from akter.workflow.run import Run
+    from akter.workflow.client import run as run_module
+    from akter.workflow.client.run import Run
 
     monkeypatch.setattr(run_module, "POLL_FALLBACK", 3600.0)
     seen: list[str] = []

@@ -1,5 +1,5 @@
 """A resume turn returns its execution's head when the execution has no step yet
-(``akter.workflow.claim``), so the first pass of a start made where no runner owns the actor runs
+(``akter.workflow.engine.claim``), so the first pass of a start made where no runner owns the actor runs
 without a load; an execution with steps, or one the resume leaves resting, is loaded as before."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from returns.result import Success
 
 import akter
 from akter import testing
-from akter.workflow.passes import Pass
+from akter.workflow.engine.passes import Pass
 from tests.integration.conftest import Peek
 from tests.integration.workflow_support import until
 

@@ -319,7 +319,7 @@ def test_a_bad_flag_is_clicks_usage_error_with_exit_2(tmp_path: Path) -> None:
 
 CRASHING = """
 import sys
-import akter.workflow.check as check
+import akter.workflow.tools.check as check
 
 async def broken(*args, **kwargs):
     raise {error}

@@ -33,7 +33,13 @@ print(json.dumps({"code": code, "modules": sorted(m for m in sys.modules if m.st
 """
 
 #: what only a relay, a workflow engine or the demo needs
-HEAVY = {"akter.demo", "akter.workflow.passes", "akter.workflow.runner", "akter.outbox.relay", "akter.app"}
+HEAVY = {
+    "akter.demo",
+    "akter.workflow.engine.passes",
+    "akter.workflow.engine.runner",
+    "akter.outbox.relay",
+    "akter.app",
+}
 
 
 def imported_by(*args: str, env: dict[str, str] | None = None) -> tuple[int, set[str], str]:

@@ -29,7 +29,8 @@ from psycopg import sql
 from akter import testing
 from akter.cli import load_app, main
 from akter.store.database import with_database
-from akter.workflow import manifest, manifest_store
+from akter.workflow.core import manifest
+from akter.workflow.engine import manifest_store
 from tests.apps import depot, shop
 from tests.integration.conftest import Peek
 

@@ -17,7 +17,7 @@ import akter
 from akter import testing
 from akter.errors import CommandConflict
 from akter.ids import ActorRef, ExecutionId
-from akter.workflow.payloads import Interrupt
+from akter.workflow.api.payloads import Interrupt
 from tests.integration.conftest import Peek
 from tests.integration.workflow_support import quiet, running, until
 

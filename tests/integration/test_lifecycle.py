@@ -17,7 +17,7 @@ from returns.result import Success
 import akter
 import akter.engine
 from akter import testing
-from akter.workflow import run as run_module
+from akter.workflow.client import run as run_module
 from tests.apps import counter, shop
 from tests.apps.counter import Add, Counter, add
 from tests.apps.shop import Order, Pay, Ship, Shipped, Shop, pay

@@ -12,7 +12,7 @@ import pytest
 from returns.result import Success
 
 from akter import testing
-from akter.workflow import manifest
+from akter.workflow.core import manifest
 from tests.apps import depot
 from tests.apps.depot import Order, Shipped
 from tests.integration.conftest import Peek

@@ -1,4 +1,4 @@
-"""Executions that rest until a person acts (``akter.workflow.holds``): an activity whose outcome
+"""Executions that rest until a person acts (``akter.workflow.engine.holds``): an activity whose outcome
 is unknown needs attention and an operator resolves it; a consecutive-failure cap stops a
 crash loop; pause and resume. Through the client API and through ``akter executions`` (click's
 runner in this process: ``tests.integration.cli_support``), asserting what a second connection

@@ -20,9 +20,9 @@ from returns.result import Success
 
 import akter
 from akter import codec, testing
-from akter.workflow import exits
-from akter.workflow import run as run_module
-from akter.workflow.run import Run
+from akter.workflow.client import run as run_module
+from akter.workflow.client.run import Run
+from akter.workflow.core import exits
 from tests.integration.conftest import Peek
 from tests.integration.workflow_support import until
 

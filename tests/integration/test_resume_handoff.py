@@ -18,8 +18,7 @@ from akter.actor.turn import Turn
 from akter.ids import ActorRef, CommandId, ExecutionId
 from akter.outbox.intents import decode_caller
 from akter.outbox.relay import RelaySettings
-from akter.workflow.commands import Resume, ResumeMark
-from akter.workflow.queries import RESUME
+from akter.workflow.api.commands import RESUME, Resume, ResumeMark
 from tests.apps import flows
 from tests.apps.flows import Done, Flows, Job, Settle
 from tests.integration.conftest import Peek

@@ -25,7 +25,7 @@ import pytest
 
 from akter import testing
 from akter.ids import ActorRef
-from akter.workflow import manifest
+from akter.workflow.core import manifest
 from tests.apps import depot
 from tests.apps.depot import Order
 from tests.apps.relay_procs import ROOT, TEST_SETTINGS

@@ -16,7 +16,7 @@ import akter
 from akter import testing
 from akter.cli import main
 from akter.errors import UnknownSchedule
-from akter.workflow.schedules import slot_key, slot_nonce
+from akter.workflow.api.schedules import slot_key, slot_nonce
 from tests.apps.jobs import Jobs, JobsState, Nightly, Ran, RunReport, make_app, run_report
 from tests.integration.conftest import Peek
 

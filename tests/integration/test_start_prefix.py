@@ -26,10 +26,10 @@ from akter.faults import InjectedFailure
 from akter.operate.timeline import timeline_json
 from akter.outbox.relay import Relay
 from akter.store.listener import Listener
-from akter.workflow import prefix
-from akter.workflow.commands import InterruptMark
-from akter.workflow.declare import LAYER, stage_start
-from akter.workflow.passes import Pass
+from akter.workflow.api.commands import InterruptMark
+from akter.workflow.api.declare import LAYER, stage_start
+from akter.workflow.engine import prefix
+from akter.workflow.engine.passes import Pass
 from tests.integration.conftest import Peek
 from tests.integration.workflow_support import quiet, until
 from tests.integration.workflow_support import running as _running

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from returns.result import Success
 
-from akter.workflow.passes import Pass
+from akter.workflow.engine.passes import Pass
 from tests.integration.otel_support import EXPORTER, install, metric_points
 from tests.integration.test_start_prefix import Answer, Ask, Desk, Told, make_app, running
 

@@ -1,4 +1,4 @@
-"""Step boundaries of several passes written in one round trip (``akter/workflow/combine.py``,
+"""Step boundaries of several passes written in one round trip (``akter/workflow/engine/combine.py``,
 ``akter_wf_begin_many.sql``): each boundary keeps its own fence, a failed combined write leaves every pass
 as a failed single write would, and a pass interrupted while its boundary waits sends nothing.
 
@@ -19,7 +19,7 @@ from returns.result import Failure, Success
 import akter
 from akter import testing
 from akter.faults import Pause
-from akter.workflow import combine
+from akter.workflow.engine import combine
 from tests.apps import combining
 from tests.apps.combining import Chain, Job, Steps
 from tests.integration.conftest import Peek

@@ -13,7 +13,7 @@ import pytest
 
 from akter import codec
 from akter.store.pool import open_pool
-from akter.workflow import combine
+from akter.workflow.engine import combine
 from tests.integration.conftest import Peek
 
 RECOVERY = timedelta(seconds=30)

@@ -456,7 +456,7 @@ async def test_two_relays_of_one_app_in_one_process_each_run_the_executions_they
 async def test_a_suspension_refused_with_nothing_new_backs_off_instead_of_spinning(
     env: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from akter.workflow import passes
+    from akter.workflow.engine import passes
 
     refusals: list[int] = []
     waits: list[int | None] = []

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from akter.ids import ActorRef
-from akter.workflow.activation import Activations
+from akter.workflow.engine.activation import Activations
 
 REF = ActorRef("acme", "Flows", "a1")
 OTHER = ActorRef("acme", "Flows", "a2")

@@ -12,10 +12,10 @@ import akter
 from akter import tagged
 from akter.errors import CorruptRecord, EffectDefect
 from akter.ids import ActorRef
-from akter.workflow.children import AwaitChildNeed, StartChildNeed
-from akter.workflow.declare import WorkflowContext
-from akter.workflow.driver import Driver, RunActivity, StepKey, StepRow
-from akter.workflow.exits import Ok, Raise
+from akter.workflow.api.declare import WorkflowContext
+from akter.workflow.core.children import AwaitChildNeed, StartChildNeed
+from akter.workflow.core.driver import Driver, RunActivity, StepKey, StepRow
+from akter.workflow.core.exits import Ok, Raise
 
 
 @attrs.frozen

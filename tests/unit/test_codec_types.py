@@ -598,7 +598,7 @@ class Coins:
 
 
 def test_renaming_a_record_of_a_tagged_union_changes_its_fingerprint() -> None:
-    from akter.workflow.manifest import fingerprint
+    from akter.workflow.core.manifest import fingerprint
 
     # stored as {"_type": "Cash", ...}: a runner that knows only Coins could not read it back
     assert fingerprint(Cash | Refund) != fingerprint(Coins | Refund)
@@ -636,7 +636,7 @@ class Refused(Exception):
     ids=repr,
 )
 def test_a_recorded_exit_of_another_shape_is_a_corrupt_record(exit_: Any) -> None:
-    from akter.workflow import exits
+    from akter.workflow.core import exits
 
     with pytest.raises(CorruptRecord):
         exits.decode(exit_, Cash, [Refused])
@@ -645,7 +645,7 @@ def test_a_recorded_exit_of_another_shape_is_a_corrupt_record(exit_: Any) -> Non
 @laws
 @given(json_values)
 def test_any_recorded_exit_decodes_or_is_a_corrupt_record(exit_: Any) -> None:
-    from akter.workflow import exits
+    from akter.workflow.core import exits
 
     # whatever it is, it is an outcome or a CorruptRecord: nothing else escapes
     with contextlib.suppress(CorruptRecord):

@@ -1,4 +1,4 @@
-"""The combiner's scheduling (``akter/workflow/combine.py``), against a pool whose statements a
+"""The combiner's scheduling (``akter/workflow/engine/combine.py``), against a pool whose statements a
 test answers by hand: a lone boundary is sent at once, boundaries that become ready while a write
 is in flight go together in the next one, a failed write fails every pass it carried, and a
 boundary whose pass is cancelled before it is sent is never sent."""
@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from akter.workflow import combine
+from akter.workflow.engine import combine
 
 
 class Sent:

@@ -14,12 +14,12 @@ import pytest
 import akter
 from akter.errors import EffectDefect, ExecutionKeyConflict
 from akter.ids import ActorRef
-from akter.workflow.declare import ContinueAsNew, WorkflowContext
-from akter.workflow.determinism import RecordNow
-from akter.workflow.driver import Driver, StepKey, StepRow
-from akter.workflow.exits import Ok, Raise
-from akter.workflow.key_policy import Decision, decide
-from akter.workflow.policies import KeyReuse
+from akter.workflow.api.declare import ContinueAsNew, WorkflowContext
+from akter.workflow.api.determinism import RecordNow
+from akter.workflow.api.policies import KeyReuse
+from akter.workflow.core.driver import Driver, StepKey, StepRow
+from akter.workflow.core.exits import Ok, Raise
+from akter.workflow.engine.key_policy import Decision, decide
 
 
 @attrs.frozen

@@ -14,8 +14,9 @@ from returns.maybe import Some
 import akter
 from akter.errors import CompensationFailed, EffectDefect, Interrupted
 from akter.ids import ActorRef
-from akter.workflow.declare import WorkflowContext
-from akter.workflow.driver import (
+from akter.workflow.api.declare import WorkflowContext
+from akter.workflow.api.policies import Backoff
+from akter.workflow.core.driver import (
     FINISH_SCOPE,
     AwaitEvent,
     ClockDue,
@@ -29,8 +30,7 @@ from akter.workflow.driver import (
     StepRow,
     retry_at_ms,
 )
-from akter.workflow.exits import Ok, Raise
-from akter.workflow.policies import Backoff
+from akter.workflow.core.exits import Ok, Raise
 
 
 @attrs.frozen

@@ -14,7 +14,7 @@ import pytest
 import akter
 from akter import errors, faults
 from akter.store.pool import connection_kwargs
-from akter.workflow.passes import Stale
+from akter.workflow.engine.passes import Stale
 
 AKTER = Path(akter.__file__).parent
 

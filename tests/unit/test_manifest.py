@@ -20,8 +20,8 @@ import pytest
 
 import akter
 from akter.fingerprint import fingerprint
-from akter.workflow import compat, manifest
-from akter.workflow.check import _Verdict
+from akter.workflow.core import compat, manifest
+from akter.workflow.tools.check import _Verdict
 from tests.apps import depot, depot_cosmetic
 
 # ---- a fixed declaration, pinned ----------------------------------------------------------------

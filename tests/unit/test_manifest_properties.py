@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 import akter
 from akter.fingerprint import fingerprint
-from akter.workflow import manifest
+from akter.workflow.core import manifest
 
 SCALARS = {"int": int, "str": str, "float": float, "bool": bool, "bytes": bytes, "datetime": datetime}
 CONTAINERS = ("list", "dict", "tuple")

@@ -1,6 +1,6 @@
 """A workflow member adds its commands to its actor however it was declared, and whatever module
 the user imported first: ``akter.Actor`` registers them when the ``Workflow`` is built
-(``akter.workflow.actor``), so the declarations never import the commands."""
+(``akter.workflow.api.actor``), so the declarations never import the commands."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import textwrap
 import attrs
 
 import akter
-from akter.workflow.commands import START_CHILD
+from akter.workflow.api.commands import START_CHILD
 
 MEMBER_COMMANDS = (
     "Ship",
@@ -47,9 +47,9 @@ def test_the_commands_are_registered_whatever_module_is_imported_first() -> None
     # a fresh interpreter that imports the declarations module before anything else names
     script = textwrap.dedent(
         """
-        from akter.workflow.declare import Workflow
+        from akter.workflow.api.declare import Workflow
         import attrs
-        from akter.workflow.actor import Actor
+        from akter.workflow.api.actor import Actor
 
         @attrs.frozen
         class Order:

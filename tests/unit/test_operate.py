@@ -11,7 +11,7 @@ import akter
 from akter.ids import ActorRef, ExecutionId
 from akter.operate.query import ExecutionFilter, decode_cursor, encode_cursor, page_query, readable
 from akter.operate.why import Pending, why
-from akter.workflow.commands import retry_key
+from akter.workflow.api.commands import retry_key
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -126,8 +126,8 @@ def test_why_an_execution_rests_until_a_person_acts() -> None:
 
 
 def test_a_held_execution_keeps_the_earliest_due_time_its_steps_recorded() -> None:
-    from akter.workflow.driver import StepKey, StepRow
-    from akter.workflow.holds import held_due
+    from akter.workflow.core.driver import StepKey, StepRow
+    from akter.workflow.engine.holds import held_due
 
     history = {
         StepKey("nap"): [StepRow(StepKey("nap"), 1, "clock", None, due_ms=5_000)],

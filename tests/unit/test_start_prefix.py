@@ -12,7 +12,7 @@ from akter import codec
 from akter.callers import System, User
 from akter.ids import ActorRef, ExecutionId
 from akter.outbox.intents import encode_caller
-from akter.workflow import prefix
+from akter.workflow.engine import prefix
 from tests.integration.test_start_prefix import Answer, Ask
 
 EID = ExecutionId(ActorRef("acme", "PrefixDesk", "d1"), "Answer", "k1")

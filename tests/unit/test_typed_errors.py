@@ -14,9 +14,9 @@ from returns.primitives.exceptions import UnwrapFailedError
 from returns.result import Failure
 
 import akter
-from akter.workflow import exits
-from akter.workflow.driver import retry_at_ms
-from akter.workflow.policies import Backoff
+from akter.workflow.api.policies import Backoff
+from akter.workflow.core import exits
+from akter.workflow.core.driver import retry_at_ms
 
 ROOT = Path(__file__).parents[2]
 
